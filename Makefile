@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: GPL-2.0
+# peermem-rs -- top-level Makefile.
+#
+#   make                 build peermem_rs.ko for the running kernel (KDIR=...)
+#   make demo            the bench's main job: boot a VM, load the module, show it working
+#   make test            the whole suite: host tests + every kernel of the matrix in QEMU
+#   make vm-shell KVER=  an interactive VM of the bench (KVER from tests/bench/versions.env)
+#   make check           host-side tests only (cargo test)
+#   make clean
+
+KDIR ?= /lib/modules/$(shell uname -r)/build
+# A clang-built kernel (our 6.12 debug kernel) needs its modules built with LLVM=1.
+KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLVM=1)
+
+.PHONY: all modules modules_install clean demo test vm-shell check
+
+all: modules
+
+modules:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KBUILD_LLVM) modules
+
+modules_install:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KBUILD_LLVM) modules_install
+
+clean:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null || true
+	rm -rf build
+
+demo:
+	bash tests/bench/run.sh --demo
+
+test:
+	bash tests/bench/run.sh
+
+vm-shell:
+	bash tests/bench/run.sh --shell $(KVER)
+
+check:
+	bash tests/bench/run.sh --host-only

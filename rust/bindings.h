@@ -1,0 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* bindings.h -- what peermem_rs's generated bindings (rust/bindings.rs) cover. */
+#include "nv-p2p-abi.h"
+#include "peer-mem-abi.h"

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Differences between the kernel crates of the bench matrix (6.12 LTS and
+//! 7.x), selected by `cfg(peermem_kernel_6)` which Kbuild derives from the
+//! kernel being built against.  Nothing else in the crate looks at the
+//! kernel version.
+
+/// The kernel series this module was built for, for log lines.
+#[cfg(peermem_kernel_6)]
+pub(crate) const KERNEL_SERIES: &str = "6.x";
+/// The kernel series this module was built for, for log lines.
+#[cfg(not(peermem_kernel_6))]
+pub(crate) const KERNEL_SERIES: &str = "7.x";

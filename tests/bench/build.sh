@@ -1,0 +1,50 @@
+#!/bin/bash
+# tests/bench/build.sh KVER -- build the kernel modules for one kernel of the
+# matrix inside the chroot, from a copy of the working tree:
+#   1. peermem_rs.ko (the product: the top-level Kbuild);
+#   2. every test module tree tests/<dir>/ that has a Kbuild (simulators,
+#      test clients, negative controls), in name order, each seeing the
+#      symbols exported by the trees built before it;
+# then check that every symbol each .ko imports is exported by that kernel
+# (its Module.symvers: the `_R…` Rust symbols in particular) or by one of our
+# own modules.  Output: <stage>/mods/KVER/*.ko, the tree the VM sees.
+. "$(dirname "$0")/lib.sh"
+KVER=$1
+if is_debug_kernel "$KVER"; then KDIR=/build/kernel-$KVER; LLVM="LLVM=1"
+else KDIR=/usr/src/linux-headers-$KVER; LLVM=; fi
+[ -f "$ROOT$KDIR/Module.symvers" ] || die "$KVER is not prepared (no $KDIR/Module.symvers): run the kernel step"
+root_mount
+SRC=$STAGE/src/$KVER; OUT=$STAGE/mods/$KVER
+mkdir -p "$ROOT$SRC" "$ROOT$OUT"
+rsync -a --delete --exclude=.git --exclude=/build --exclude=target --exclude=/userspace \
+  --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' "$TOP/" "$ROOT$SRC/"
+rm -f "$ROOT$OUT"/*.ko
+
+dirs="$SRC"
+for kb in "$ROOT$SRC"/tests/*/Kbuild; do [ -f "$kb" ] && dirs="$dirs ${kb%/Kbuild}"; done
+symvers=; status=0
+for d in $dirs; do
+  d=${d#$ROOT}
+  name=${d#$SRC}; name=${name#/}; name=${name:-peermem_rs}
+  if ! in_root make -s -C "$KDIR" M="$d" $LLVM KBUILD_EXTRA_SYMBOLS="$symvers" modules > "$ROOT$d/build.log" 2>&1; then
+    echo "BUILD-FAIL $KVER $name"; grep -E 'error|warning' -A5 "$ROOT$d/build.log" | head -60; cat "$ROOT$d/build.log" | tail -20
+    status=1; continue
+  fi
+  # Warnings are errors for our code: the log must be clean.
+  if grep -qE '^(warning|error)|: warning:' "$ROOT$d/build.log"; then
+    echo "BUILD-FAIL $KVER $name: compiler warnings"; grep -E 'warning' -A8 "$ROOT$d/build.log" | head -60; status=1
+  fi
+  symvers="$symvers $d/Module.symvers"
+  cp "$ROOT$d"/*.ko "$ROOT$OUT/" 2>/dev/null || true
+done
+# Import check.
+exports=$(cat "$ROOT$KDIR/Module.symvers" $(for s in $symvers; do echo "$ROOT$s"; done) 2>/dev/null | awk '{print $2}' | sort -u)
+for ko in "$ROOT$OUT"/*.ko; do
+  [ -f "$ko" ] || continue
+  missing=$(comm -23 <(in_root nm -u "${ko#$ROOT}" | awk '{print $2}' | sort -u) <(echo "$exports"))
+  if [ -n "$missing" ]; then
+    echo "BUILD-FAIL $KVER $(basename "$ko"): imports symbols the kernel does not export:"; echo "$missing" | head -20; status=1
+  fi
+done
+[ $status = 0 ] && echo "BUILD-OK $KVER $(cd "$ROOT$OUT" && ls *.ko 2>/dev/null | tr '\n' ' ')"
+exit $status

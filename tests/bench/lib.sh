@@ -1,0 +1,70 @@
+# tests/bench/lib.sh -- shared settings and helpers of the bench scripts.
+# Sourced (bash), never run.  Everything expensive lives under $CACHE, keyed
+# by what produced it, so a warm machine rebuilds nothing.
+set -euo pipefail
+
+BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$BENCH/../.." && pwd)
+. "$BENCH/versions.env"
+
+: "${CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/peermem-rs}"
+# The chroot is the toolchain and, read-only over virtio-9p, the VM's root.
+# Keyed by the pins (bump CHROOT_REV in versions.env when chroot.sh changes what it installs).
+CHROOT_KEY=$(sha256sum < "$BENCH/versions.env" | cut -c1-12)
+ROOT=$CACHE/chroot-$SUITE-$CHROOT_KEY
+# Where a bench run puts what it builds for the VM (inside the chroot).
+# Path as seen inside the chroot and the VM; STAGE=/peermem-x gives a run of
+# its own (builds, harness, binaries), so two runs can share the chroot.
+: "${STAGE:=/peermem}"
+# Results of the last run (console logs, summaries): on the host only.
+: "${RESULTS:=$TOP/build/results-$(basename "$STAGE")}"
+
+# The Debian mirror, taken from this host's apt configuration.
+debian_mirror() {
+  local m
+  m=$(grep -rhE '^[[:space:]]*(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+      grep -oE 'https?://[^ ]+/debian/?' | grep -v -- '-security' | head -n1)
+  echo "${MIRROR:-${m%/}}"
+}
+
+log()  { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
+die()  { printf 'bench: %s\n' "$*" >&2; exit 1; }
+
+# The Debian kernels' package name stem, e.g. 7.2.12+deb13-amd64 -> 7.2
+kseries() { echo "$1" | cut -d. -f1,2; }
+is_debug_kernel() { [ "$1" = "$DEBUG_KERNEL" ]; }
+debian_pkgver() { local v="DEBIAN_KERNEL_PKGVER_$(kseries "$1" | tr . _)"; echo "${!v}"; }
+
+# Chroot helpers: /proc and /dev mounted while a script runs inside it.
+_MOUNTED=()
+root_mount() {
+  local d
+  for d in proc dev; do
+    mountpoint -q "$ROOT/$d" && continue
+    case $d in proc) mount -t proc proc "$ROOT/proc";; dev) mount --bind /dev "$ROOT/dev";; esac
+    _MOUNTED+=("$ROOT/$d")
+  done
+  trap root_umount EXIT
+}
+root_umount() {
+  local m
+  for m in "${_MOUNTED[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" || true; done
+  _MOUNTED=()
+}
+in_root() {
+  chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"
+}
+
+# Step stamps: a step whose stamp exists with the same key is done.
+stamp_file() { echo "$ROOT/.bench-stamps/$1"; }
+stamp_ok()  { [ -f "$(stamp_file "$1")" ]; }
+stamp_set() { mkdir -p "$ROOT/.bench-stamps"; date -u +%FT%TZ > "$(stamp_file "$1")"; }
+
+# Timing of a step, for the summaries.
+timed() { # timed LABEL cmd...
+  local t0 rc=0 label=$1; shift
+  t0=$(date +%s.%N)
+  "$@" || rc=$?
+  printf 'TIME %-40s %7.1f s rc=%d\n' "$label" "$(echo "$(date +%s.%N) - $t0" | bc)" $rc >&2
+  return $rc
+}

@@ -1,0 +1,116 @@
+#!/bin/bash
+# tests/bench/run.sh -- the suite behind `make test` (and `make demo`,
+# `make vm-shell`, `make check`):
+#   1. host prerequisites, the trixie chroot, and every kernel of the matrix
+#      (Debian's with rebuilt Rust metadata, our 6.12 debug build), cached
+#      under ~/.cache/peermem-rs/;
+#   2. host-side tests: `cargo test` of every cargo project in the tree
+#      (built with the chroot's pinned toolchain);
+#   3. per kernel: build our modules, boot the VM, run the in-VM cases.
+# Last line: "N passed, N failed, N skipped" over everything; exit 1 on any
+# failure.
+#   run.sh [--demo | --shell KVER | --host-only]
+#   KERNELS="k1 k2"  restrict the matrix;  CASES=a,b  run these cases instead
+#   of tests/vm/suite.list;  STAGE=/peermem-x  a private stage in the chroot.
+. "$(dirname "$0")/lib.sh"
+mode=test
+case "${1:-}" in
+  --demo) mode=demo;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
+  "") ;; *) die "usage: run.sh [--demo | --shell KVER | --host-only]";;
+esac
+: "${KERNELS:=$KERNELS}"
+export STAGE
+DEFAULT_KERNEL=${DEBIAN_KERNELS##* }
+rm -rf "$RESULTS"; mkdir -p "$RESULTS"
+T0=$(date +%s)
+passed=0; failed=0; skipped=0; failures=()
+record() { # record pass|fail|skip NAME
+  case $1 in pass) passed=$((passed+1));; skip) skipped=$((skipped+1));; *) failed=$((failed+1)); failures+=("$2");; esac
+}
+summary() {
+  echo
+  echo "== summary ($(( $(date +%s) - T0 )) s)"
+  [ ${#failures[@]} = 0 ] || printf 'FAILED: %s\n' "${failures[@]}"
+  echo "$passed passed, $failed failed, $skipped skipped"
+  [ "$failed" = 0 ]
+}
+fatal() { echo "bench: $*" >&2; record fail "$1"; summary; exit 1; }
+
+timed prereq bash "$BENCH/prereq.sh" || exit 1
+timed chroot bash "$BENCH/chroot.sh" || fatal "chroot: building the trixie chroot failed"
+
+# --- host-side tests ---------------------------------------------------------
+# The cargo projects whose tests run on the host: the module's pure logic
+# (built both in the kernel and as a host crate) and the userspace workspace.
+HOST_CRATES="rust/logic userspace tests/simctl"
+run_cargo_tests() {
+  local d out rc=0
+  root_mount
+  for d in $HOST_CRATES; do
+    [ -f "$TOP/$d/Cargo.toml" ] || continue
+    mkdir -p "$ROOT$STAGE/host/$d" "$ROOT/build/cargo-target/$d"
+    rsync -a --delete --exclude=target "$TOP/$d/" "$ROOT$STAGE/host/$d/"
+    log "cargo test: $d"
+    out=$(in_root env CARGO_TARGET_DIR="/build/cargo-target/$d" CARGO_HOME=/root/.cargo \
+          sh -c "cd $STAGE/host/$d && cargo test --locked --quiet 2>&1 || cargo test --quiet 2>&1") || rc=1
+    echo "$out" | tail -n 40
+    echo "$out" | sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \3/p' > "$RESULTS/cargo-$(echo "$d" | tr / _).counts"
+    if ! grep -q . "$RESULTS/cargo-$(echo "$d" | tr / _).counts"; then echo "0 1 0" > "$RESULTS/cargo-$(echo "$d" | tr / _).counts"; fi
+    # The userspace tools run in the VMs: stage their release binaries.
+    if [ "$d" != rust/logic ]; then
+      in_root env CARGO_TARGET_DIR="/build/cargo-target/$d" sh -c "cd $STAGE/host/$d && cargo build --release --quiet" ||
+        { echo "cargo build --release of $d failed"; echo "0 1 0" >> "$RESULTS/cargo-$(echo "$d" | tr / _).counts"; rc=1; }
+      mkdir -p "$ROOT$STAGE/bin"
+      find "$ROOT/build/cargo-target/$d/release" -maxdepth 1 -type f -executable -exec cp {} "$ROOT$STAGE/bin/" \;
+    fi
+  done
+  root_umount
+  return $rc
+}
+if [ "$mode" = test ] || [ "$mode" = host ]; then
+  timed "cargo tests" run_cargo_tests || true
+  for c in "$RESULTS"/cargo-*.counts; do
+    [ -f "$c" ] || continue
+    name=$(basename "$c" .counts)
+    while read -r p f i; do
+      passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+i))
+      [ "$f" = 0 ] || failures+=("$name")
+    done < "$c"
+  done
+  [ "$mode" = host ] && { summary; exit $?; }
+fi
+
+# --- kernels -------------------------------------------------------------------
+prepare_kernel() {
+  if is_debug_kernel "$1"; then bash "$BENCH/kernel-debug.sh"; else bash "$BENCH/kernel-debian.sh" "$1"; fi
+}
+case $mode in
+  shell)
+    k=${SHELL_KVER:-$DEFAULT_KERNEL}
+    prepare_kernel "$k" && bash "$BENCH/build.sh" "$k" || exit 1
+    exec bash "$BENCH/vm.sh" "$k" shell ;;
+  demo)
+    KERNELS=${KVER:-$DEFAULT_KERNEL}; CASES=demo ;;
+esac
+if [ -z "${CASES:-}" ]; then
+  CASES=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/suite.list" | paste -sd,)
+fi
+
+for k in $KERNELS; do
+  echo; echo "== kernel $k"
+  if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; continue; fi
+  if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; continue; fi
+  timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
+  if [ "$mode" = demo ]; then
+    sed -nE '/^VMCASE-BEGIN demo/,/^VMCASE-END demo/p' "$RESULTS/vm-$k.out" | grep -vE '^VMCASE-'
+  else
+    grep -vE '^VMMARK' "$RESULTS/vm-$k.out" | sed -nE '/^VMBOOT/,$p' | grep -E '^(ok|FAIL|skip|VMCASE-END|VM died|VMSUMMARY)' || true
+  fi
+  s=$(grep '^VMSUMMARY ' "$RESULTS/vm-$k.out" | tail -1)
+  [ -n "$s" ] || { record fail "vm:$k"; continue; }
+  p=$(echo "$s" | sed -nE 's/.* passed=([0-9]+).*/\1/p'); f=$(echo "$s" | sed -nE 's/.* failed=([0-9]+).*/\1/p')
+  sk=$(echo "$s" | sed -nE 's/.* skipped=([0-9]+).*/\1/p'); fc=$(echo "$s" | sed -nE 's/.*failed_cases=(.*)$/\1/p')
+  passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+sk))
+  for c in ${fc//,/ }; do failures+=("$k:$c"); done
+done
+summary

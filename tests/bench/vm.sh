@@ -1,0 +1,70 @@
+#!/bin/bash
+# tests/bench/vm.sh KVER CASES -- boot one kernel of the matrix in QEMU and
+# run the in-VM cases CASES (comma list of tests/vm/cases/<name>.sh).
+# The root filesystem is the chroot, read-only over virtio-9p; QEMU runs
+# under TCG (-accel tcg,thread=multi -cpu max, q35): /dev/kvm here is nested
+# PVM, on which unmodified guests fail.  KVM is used only where a probe boot
+# succeeds (BENCH_ACCEL=kvm forces it).  Serial console, power-off at the
+# end, hard timeout (VM_TIMEOUT).  Prints the console and, last, one line
+#   VMSUMMARY KVER passed=N failed=N skipped=N failed_cases=a,b
+# A VM that dies mid-case (panic, oops, timeout) fails that case by name.
+# CASES=shell gives an interactive VM instead.
+. "$(dirname "$0")/lib.sh"
+KVER=$1; CASES=${2:-}
+: "${VM_TIMEOUT:=1500}" "${VM_MEM:=2G}" "${VM_CPUS:=2}"
+mkdir -p "$RESULTS"
+mountpoint -q "$ROOT/proc" && log "note: $ROOT/proc is mounted on the host (shadowed in the VM)"
+
+# The VM sees the test harness from the stage.
+mkdir -p "$ROOT$STAGE/vm"
+rsync -a --delete "$TOP/tests/vm/" "$ROOT$STAGE/vm/"
+
+APPEND="console=ttyS0 panic=-1 oops=panic loglevel=4 vmstage=$STAGE"
+if is_debug_kernel "$KVER"; then
+  BOOT=(-kernel "$ROOT/build/kernel-$KVER/arch/x86/boot/bzImage")
+  APPEND="$APPEND root=rootfs rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose ro init=$STAGE/vm/entry.sh"
+  # Under KASAN + lockdep in TCG, a 120 s hung-task limit gives false alarms
+  # on a busy host; 600 s still catches real deadlocks within the case timeout.
+  APPEND="$APPEND hung_task_timeout_secs=600"
+else
+  BOOT=(-kernel "$ROOT/boot-bench/$KVER/vmlinuz" -initrd "$ROOT/boot-bench/$KVER/initrd.img")
+fi
+[ -f "${BOOT[1]}" ] || die "no kernel image for $KVER (${BOOT[1]}): run the kernel step"
+
+accel="-accel tcg,thread=multi"
+if [ "${BENCH_ACCEL:-}" = kvm ]; then accel="-accel kvm"; fi
+
+qemu=(qemu-system-x86_64 $accel -cpu max -machine q35 -m "$VM_MEM" -smp "$VM_CPUS"
+      -nographic -no-reboot -nic none "${BOOT[@]}"
+      -virtfs "local,path=$ROOT,mount_tag=rootfs,security_model=none,readonly=on,multidevs=remap")
+if [ "$CASES" = shell ]; then
+  exec "${qemu[@]}" -append "$APPEND vmshell=1 ${VM_APPEND:-}"
+fi
+[ -n "$CASES" ] || die "usage: vm.sh KVER case[,case...]|shell"
+
+LOG=$RESULTS/console-$KVER.log
+t0=$(date +%s)
+timeout --foreground -k 10 "$VM_TIMEOUT" "${qemu[@]}" -append "$APPEND vmcases=$CASES ${VM_APPEND:-}" \
+  < /dev/null 2>&1 | tr -d '\r' | tee "$LOG" || true
+wall=$(( $(date +%s) - t0 ))
+
+# Verdicts.
+pass=0; fail=0; skipped=0; failed=
+while read -r _ name verdict _; do
+  case $verdict in PASS) pass=$((pass+1));; SKIP) skipped=$((skipped+1));; *) fail=$((fail+1)); failed="$failed,$name";; esac
+done < <(grep -oE 'VMCASE-END [^ ]+ [A-Z]+ ' "$LOG")
+# A case that began and never ended died with the VM.
+last_begin=$(grep -oE 'VMCASE-BEGIN [^ ]+$' "$LOG" | tail -1 | awk '{print $2}')
+if [ -n "$last_begin" ] && ! grep -qF "VMCASE-END $last_begin " "$LOG"; then
+  fail=$((fail+1)); failed="$failed,$last_begin"
+  echo "VM died while '$last_begin' ran (panic, oops or timeout after ${wall}s); the kernel said:"
+  grep -E 'BUG|Oops|panic|KASAN|RIP:|Call Trace' "$LOG" | head -20
+fi
+if ! grep -q 'VMBOOT ' "$LOG"; then
+  fail=$((fail+1)); failed="$failed,boot"; echo "VM never reached the bench's PID 1 (see $LOG)"
+elif ! grep -q 'VMDONE ' "$LOG"; then
+  # Cases listed but never begun count as failed too.
+  for c in ${CASES//,/ }; do grep -qF "VMCASE-BEGIN $c" "$LOG" || { fail=$((fail+1)); failed="$failed,$c"; }; done
+fi
+echo "VMSUMMARY $KVER passed=$pass failed=$fail skipped=$skipped wall=${wall}s failed_cases=${failed#,}"
+[ $fail = 0 ]

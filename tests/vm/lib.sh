@@ -1,0 +1,110 @@
+# /peermem/vm/lib.sh -- helpers for PID 1 and for the in-VM cases.
+#
+# A case is /peermem/vm/cases/<name>.sh, run with bash under a timeout.  It
+# exits 0 to pass, 77 to skip (not applicable on this kernel), anything else
+# to fail.  It sources this file for: PEERMEM (the staged tree), MODS (the .ko
+# files built for the running kernel), BIN (userspace binaries), ok/bad/skip
+# reporting, kernel-log checks and soft-RoCE set-up.
+PEERMEM=${vmstage:-/peermem}   # the staged tree (vmstage= on the kernel command line)
+MODS=$PEERMEM/mods/$(uname -r)
+BIN=$PEERMEM/bin
+CASES=$PEERMEM/vm/cases
+: "${CASE_TIMEOUT:=600}"
+
+uptime_s() { local u; read -r u _ < /proc/uptime; echo "$u"; }
+debug_kernel() { [ -e /proc/lockdep ] && echo yes || echo no; }
+
+# Reporting inside a case: `ok msg`, `bad msg` (marks the case failed; use
+# `exit $rc` or `finish` at the end), `skip msg` (ends the case as skipped).
+rc=0
+ok()   { echo "ok   - $*"; }
+bad()  { echo "FAIL - $*"; rc=1; }
+skip() { echo "skip - $*"; exit 77; }
+finish() { exit $rc; }
+# check "description" cmd... : ok if the command succeeds, else bad.
+check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+# Expect a command to fail with an errno message (e.g. insmod's).
+fails_with() { # fails_with "description" "regex of the error" cmd...
+  local d=$1 re=$2 out; shift 2
+  if out=$("$@" 2>&1); then bad "$d (succeeded: $out)"; return; fi
+  if echo "$out" | grep -qE "$re"; then ok "$d"; else bad "$d (wrong error: $out)"; fi
+}
+
+# Kernel log since a mark.  Cases may name WARNINGs they provoke on purpose
+# by appending an extended regex to $EXPECT_WARN_FILE (one per line); those
+# WARNING lines are then allowed, nothing else is.
+EXPECT_WARN_FILE=/tmp/expect-warn
+log_mark() { echo "VMMARK $1" > /dev/kmsg; }
+log_since() { dmesg | sed -n "/VMMARK $1\$/,\$p" | tail -n +2; }
+BAD_LOG_RE='BUG: |WARNING:|UBSAN:|Oops|general protection fault|possible recursive locking|possible circular locking|inconsistent lock state|suspicious RCU usage|blocked for more than|soft lockup|hard LOCKUP|kmemleak: .*new suspected memory leak|kernel BUG at|list_add corruption|list_del corruption|refcount_t:'
+log_reports() { # log_reports MARK: print the kernel reports logged since MARK
+  local reports
+  reports=$(log_since "$1" | grep -E "$BAD_LOG_RE")
+  if [ -s "$EXPECT_WARN_FILE" ] && [ -n "$reports" ]; then
+    reports=$(echo "$reports" | grep -vE "^(\[[ 0-9.]+\] )?WARNING: .*($(paste -sd'|' "$EXPECT_WARN_FILE"))")
+  fi
+  [ -n "$reports" ] && echo "$reports"
+  return 0
+}
+
+run_case() { # run_case NAME -- run one case, print its verdict lines
+  local name=$1 t0 r reports f=$CASES/$1.sh
+  echo "VMCASE-BEGIN $name"
+  t0=$(date +%s.%N)
+  rm -f "$EXPECT_WARN_FILE"
+  log_mark "$name"
+  if [ "$name" = kmemleak ]; then
+    kmemleak_case; r=$?
+  elif [ -f "$f" ]; then
+    timeout -k 10 "$CASE_TIMEOUT" bash "$f"; r=$?
+    [ $r = 124 ] && echo "FAIL - case timed out after ${CASE_TIMEOUT}s"
+  else
+    echo "FAIL - no such case: $f"; r=1
+  fi
+  reports=$(log_reports "$name")
+  if [ -n "$reports" ]; then
+    echo "FAIL - the kernel log shows reports while '$name' ran:"
+    log_since "$name" | grep -E -A25 "$BAD_LOG_RE" | head -n 80
+    r=1
+  fi
+  local verdict=FAIL
+  case $r in 0) verdict=PASS;; 77) verdict=SKIP;; esac
+  echo "VMCASE-END $name $verdict $(printf %.1f "$(echo "$(date +%s.%N) - $t0" | bc)")"
+}
+
+# The debug kernel's leak check, run once after all cases: two scans (an
+# object must be seen unreferenced twice), then any report fails.
+kmemleak_case() {
+  local k=/sys/kernel/debug/kmemleak
+  [ -w $k ] || { echo "FAIL - $k missing on the debug kernel"; return 1; }
+  echo scan > $k; sleep 6; echo scan > $k
+  if [ -s $k ]; then
+    echo "FAIL - kmemleak reports:"; head -n 60 $k; return 1
+  fi
+  echo "ok   - kmemleak: no unreferenced objects"
+  return 0
+}
+
+# Soft-RoCE: rxe on a dummy netdev with an address that exists only inside
+# the VM (rdma_cm cannot route over rxe on lo).  Sets RXE_DEV and RXE_GID.
+rxe_up() { # rxe_up [name] [netdev] [ipv4/prefix]
+  local dev=${1:-rxe0} nd=${2:-dummy0} ip=${3:-192.0.2.1/24} p g gid typ i
+  modprobe rdma_rxe && modprobe ib_uverbs && modprobe rdma_ucm || return 1
+  modprobe dummy || return 1
+  ip link show "$nd" >/dev/null 2>&1 || ip link add "$nd" type dummy || return 1
+  ip addr add "$ip" dev "$nd" 2>/dev/null; ip link set "$nd" up || return 1
+  rdma link add "$dev" type rxe netdev "$nd" || return 1
+  p=/sys/class/infiniband/$dev/ports/1
+  # Builtins only in this loop: forks are slow under TCG.
+  for i in $(seq 200); do
+    for g in 0 1 2 3 4 5 6 7; do
+      read -r gid < $p/gids/$g 2>/dev/null || continue
+      read -r typ < $p/gid_attrs/types/$g 2>/dev/null || continue
+      case "$gid:$typ" in 0000:0000:0000:0000:0000:ffff:*:"RoCE v2")
+        RXE_DEV=$dev; RXE_GID=$g; return 0;; esac
+    done
+    sleep 0.05
+  done
+  return 1
+}
+rxe_down() { rdma link delete "${1:-rxe0}"; }

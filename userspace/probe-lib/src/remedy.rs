@@ -1,0 +1,290 @@
+//! From a failed step, its errno (or CUDA / completion status) and the
+//! system state to the likely cause and what to do about it.
+
+use crate::sysinfo::{DriverFlavour, SysState};
+use serde::Serialize;
+
+/// The step of a test that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// ibv_reg_mr on host memory.
+    RegHost,
+    /// ibv_reg_mr on GPU memory (the peer-memory path).
+    RegGpu,
+    /// ibv_reg_dmabuf_mr on an exported GPU dma-buf.
+    RegDmabuf,
+    /// Creating the loopback/connected QPs and CQ.
+    CreateQp,
+    /// Moving the QPs to RTR/RTS.
+    ConnectQp,
+}
+
+/// Cause and remedy, both one readable sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnosis {
+    pub cause: String,
+    pub remedy: String,
+}
+
+fn d(cause: impl Into<String>, remedy: impl Into<String>) -> Diagnosis {
+    Diagnosis {
+        cause: cause.into(),
+        remedy: remedy.into(),
+    }
+}
+
+/// What the diagnosis may look at besides the errno.
+pub struct Context<'a> {
+    pub sys: &'a SysState,
+    /// Bytes being registered.
+    pub size: u64,
+    /// BAR1 size of the GPU involved, when known.
+    pub bar1: Option<u64>,
+}
+
+/// The symbolic name of an errno value (EFAULT, ...).
+pub fn errno_name(e: i32) -> &'static str {
+    match e {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EIO => "EIO",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::ENODEV => "ENODEV",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EPROTONOSUPPORT => "EPROTONOSUPPORT",
+        libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::EHOSTUNREACH => "EHOSTUNREACH",
+        524 => "ENOTSUPP",
+        _ => "errno",
+    }
+}
+
+/// `EFAULT (Bad address)`.
+pub fn errno_text(e: i32) -> String {
+    let msg = std::io::Error::from_raw_os_error(e).to_string();
+    let msg = msg.split(" (os error").next().unwrap_or(&msg).to_string();
+    format!("{} ({msg})", errno_name(e))
+}
+
+const LOAD_CLIENT: &str = "load a peer-memory client: `modprobe peermem_rs` (or nvidia-peermem), \
+then check /sys/kernel/mm/memory_peers/";
+
+fn memlock_small(ctx: &Context) -> bool {
+    match ctx.sys.memlock {
+        Some(m) if !m.cap_ipc_lock => m.soft.is_some_and(|s| s < ctx.size.saturating_mul(2)),
+        _ => false,
+    }
+}
+
+fn bar1_small(ctx: &Context) -> bool {
+    ctx.bar1.is_some_and(|b| ctx.size > b / 2 || b <= 256 << 20)
+}
+
+fn bar1_text(ctx: &Context) -> String {
+    match ctx.bar1 {
+        Some(b) => format!("BAR1 is {}", crate::report::human_bytes(b)),
+        None => "BAR1 size unknown".into(),
+    }
+}
+
+/// Diagnoses a failed verbs call.
+pub fn diagnose(step: Step, errno: i32, ctx: &Context) -> Diagnosis {
+    use Step::*;
+    match (step, errno) {
+        (RegHost | RegGpu | RegDmabuf | CreateQp, libc::ENOMEM) if memlock_small(ctx) => d(
+            "RLIMIT_MEMLOCK is too small for this registration",
+            "raise the locked-memory limit: `ulimit -l unlimited` or memlock in /etc/security/limits.conf (systemd: LimitMEMLOCK=infinity)",
+        ),
+        (RegGpu, libc::EFAULT) if ctx.sys.peer_interface == Some(false) => d(
+            "this kernel has no peer-memory interface (mainline and Ubuntu >= 6.8 kernels): nothing can pin GPU memory for ibv_reg_mr",
+            "use the dma-buf path (ibv_reg_dmabuf_mr with the open NVIDIA kernel modules), or a kernel/OFED that carries the peer-memory patches",
+        ),
+        (RegGpu, libc::EFAULT) if !ctx.sys.has_peer_client() => d(
+            "no peer-memory client is loaded, so the kernel could not pin the GPU address",
+            LOAD_CLIENT,
+        ),
+        (RegGpu, libc::EFAULT) => d(
+            format!(
+                "a peer-memory client is loaded ({}) but did not claim this GPU address",
+                client_names(ctx.sys)
+            ),
+            "check dmesg for the client's messages; make sure the client and nvidia.ko come from the same driver install and the buffer is cuMemAlloc memory (not managed memory)",
+        ),
+        (RegGpu | RegDmabuf, libc::ENOMEM | libc::ENOSPC) if bar1_small(ctx) => d(
+            format!("GPU BAR1 space exhausted ({})", bar1_text(ctx)),
+            "register smaller buffers, free other registrations, or enable a larger BAR1 (Resizable BAR in the BIOS; data-center GPUs expose all memory)",
+        ),
+        (RegGpu | RegDmabuf, libc::EINVAL) if bar1_small(ctx) => d(
+            format!("registration larger than the GPU can map ({})", bar1_text(ctx)),
+            "register smaller buffers or enable a larger BAR1 (Resizable BAR)",
+        ),
+        (RegGpu, libc::EINVAL) => d(
+            "the peer-memory client rejected the request (a client built without the peer-memory symbols returns EINVAL; so does a misaligned GPU range)",
+            "check dmesg; rebuild the client against the running kernel/OFED, or use peermem_rs which binds at run time",
+        ),
+        (RegGpu, libc::ENOMEM) => d(
+            "the GPU driver could not pin or map the pages",
+            "retry with a smaller size; check dmesg for NVRM messages",
+        ),
+        (RegDmabuf, libc::EOPNOTSUPP | libc::ENOSYS | libc::EPROTONOSUPPORT | 524) => d(
+            "the RDMA driver or kernel has no dma-buf MR support",
+            "use Linux >= 5.12 with a driver that implements dma-buf MRs (mlx5, irdma, efa, bnxt_re) and rdma-core >= 34; or use the peer-memory path",
+        ),
+        (RegDmabuf, libc::EINVAL) => d(
+            "the kernel rejected the dma-buf region (offset/length not page aligned, or the exporter refused the attach)",
+            "check dmesg; make sure the GPU buffer is 64 KiB aligned and the NVIDIA open kernel modules are loaded",
+        ),
+        (RegDmabuf, libc::EBADF) => d(
+            "the dma-buf file descriptor is not valid",
+            "the export failed silently; update the NVIDIA driver",
+        ),
+        (RegHost, libc::EFAULT) => d(
+            "the kernel could not pin the host buffer",
+            "report a bug: host memory from this tool should always pin",
+        ),
+        (_, libc::ENOMEM) => d(
+            "the kernel or device ran out of resources",
+            "raise RLIMIT_MEMLOCK (`ulimit -l unlimited`) and close other RDMA users",
+        ),
+        (_, libc::EPERM | libc::EACCES) => d(
+            "permission denied by the RDMA device",
+            "run as a user with access to /dev/infiniband/uverbs* (group rdma) or as root",
+        ),
+        (ConnectQp, libc::EINVAL) => d(
+            "the device refused the QP attributes (wrong GID index, MTU or port)",
+            "check `ibv_devinfo -v` for an active port and a valid GID; for RoCE the netdev must have an IP address",
+        ),
+        (_, e) => d(
+            format!("the call failed with {}", errno_text(e)),
+            "check dmesg and `ibv_devinfo -v` for the device state",
+        ),
+    }
+}
+
+fn client_names(sys: &SysState) -> String {
+    let mut names: Vec<String> = sys.peers.iter().map(|p| p.name.clone()).collect();
+    for m in sys.peer_modules() {
+        names.push(m.to_string());
+    }
+    names.join(", ")
+}
+
+/// Diagnoses a completion with an error status (`ibv_wc_status`).
+pub fn diagnose_wc(status: u32, gpu_involved: bool) -> Diagnosis {
+    match status {
+        12 => d(
+            "transport retry counter exceeded: the packets never reached the peer",
+            "check that the port is ACTIVE, the GID index is right and, for RoCE, that the netdev is up with an address and the MTU matches",
+        ),
+        13 => d(
+            "RNR retry exceeded: the peer had no receive posted",
+            "the peer stopped early; rerun both sides",
+        ),
+        4 | 10 | 11 if gpu_involved => d(
+            "the NIC could not DMA to/from the GPU memory (protection or access error)",
+            "check dmesg for IOMMU (DMAR/AMD-Vi) faults; run `peermem-probe doctor` for ACS and IOMMU on the PCIe path (iommu=pt, ACS off between GPU and NIC)",
+        ),
+        4 | 10 | 11 => d(
+            "protection or access error on a memory region",
+            "report a bug: the keys and access flags of this tool should match",
+        ),
+        5 => d(
+            "the work request was flushed: the QP had already failed",
+            "look at the first error of the run",
+        ),
+        _ => d(
+            format!("the completion failed with status {status}"),
+            "check dmesg and the device counters (`rdma statistic`)",
+        ),
+    }
+}
+
+/// When every byte arrived but some differ.
+pub fn diagnose_mismatch(gpu_involved: bool) -> Diagnosis {
+    if gpu_involved {
+        d(
+            "the RDMA write completed but the GPU memory does not hold the data: P2P writes were lost or landed elsewhere",
+            "run `peermem-probe doctor`: ACS redirect or IOMMU translation between GPU and NIC, or a CPU root complex without P2P forwarding, are the usual causes",
+        )
+    } else {
+        d(
+            "the RDMA write completed but the destination differs",
+            "check dmesg for device errors; the RDMA device corrupts data",
+        )
+    }
+}
+
+/// Diagnoses a CUDA driver API error from its CUresult value.
+pub fn diagnose_cuda(code: u32, during: &str, sys: &SysState) -> Diagnosis {
+    match code {
+        100 => d(
+            "the CUDA driver sees no GPU",
+            "check `nvidia-smi`; the GPU may be bound to another driver (vfio-pci) or hidden by CUDA_VISIBLE_DEVICES",
+        ),
+        35 => d(
+            "libcuda is older than the kernel driver expects, or the two do not match",
+            "install matching NVIDIA user-space and kernel packages (same version)",
+        ),
+        999 | 3 => d(
+            "the CUDA driver failed to initialise",
+            "check `nvidia-smi` and dmesg for NVRM errors; reload the nvidia modules",
+        ),
+        2 => d(
+            format!("GPU out of memory during {during}"),
+            "use a smaller --size or free GPU memory",
+        ),
+        801 if during.contains("dma-buf") => {
+            let flavour = match sys.nvidia.as_ref().map(|n| n.flavour) {
+                Some(DriverFlavour::Proprietary) => "the proprietary kernel module is loaded; ",
+                _ => "",
+            };
+            d(
+                format!("the GPU driver cannot export dma-buf ({flavour}dma-buf export needs the open kernel modules and Linux >= 5.12)"),
+                "install the open NVIDIA kernel modules (nvidia-open), or use the peer-memory path",
+            )
+        }
+        _ => d(
+            format!("CUDA error {code} during {during}"),
+            "check `nvidia-smi` and dmesg",
+        ),
+    }
+}
+
+/// CUDA libraries are missing.
+pub fn no_libcuda() -> Diagnosis {
+    d(
+        "libcuda.so (the NVIDIA driver's user-space library) is not installed",
+        "install the NVIDIA driver's CUDA library (e.g. libcuda1 / nvidia-driver-libs), or run `peermem-probe check --host-only`",
+    )
+}
+
+/// No libibverbs.
+pub fn no_libibverbs(err: &str) -> Diagnosis {
+    d(
+        format!("libibverbs.so.1 cannot be loaded ({err})"),
+        "install rdma-core's user-space libraries (libibverbs1, librdmacm1, ibverbs-providers)",
+    )
+}
+
+/// No RDMA device at all.
+pub fn no_rdma_device() -> Diagnosis {
+    d(
+        "no RDMA device is visible to libibverbs",
+        "load the NIC's RDMA driver (e.g. `modprobe mlx5_ib`) and ib_uverbs; for a software test, `rdma link add rxe0 type rxe netdev eth0`",
+    )
+}
+
+#[cfg(test)]
+mod tests;

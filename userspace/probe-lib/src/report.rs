@@ -1,0 +1,196 @@
+//! Verdicts, exit codes and the plain-text table every subcommand prints.
+
+use serde::Serialize;
+
+/// The verdict of one row (a path, a doctor item, a measurement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Works (for doctor: nothing to fix).
+    Pass,
+    /// Works, or not applicable, with a caveat worth reading.
+    Warn,
+    /// Broken: the row's `cause` and `remedy` say why and what to do.
+    Fail,
+    /// Could not be tested here (no CUDA, no GPU, no RDMA device, ...).
+    Untested,
+    /// A fact, no verdict.
+    Info,
+}
+
+impl Status {
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+            Status::Untested => "UNTESTED",
+            Status::Info => "info",
+        }
+    }
+}
+
+/// Process exit codes shared by every subcommand.
+pub const EXIT_PASS: i32 = 0;
+pub const EXIT_FAIL: i32 = 1;
+pub const EXIT_UNTESTED: i32 = 2;
+
+/// 1 if anything failed, else 2 if something that mattered could not be
+/// tested, else 0.
+pub fn exit_code<I: IntoIterator<Item = Status>>(statuses: I) -> i32 {
+    let mut code = EXIT_PASS;
+    for s in statuses {
+        match s {
+            Status::Fail => return EXIT_FAIL,
+            Status::Untested => code = EXIT_UNTESTED,
+            _ => {}
+        }
+    }
+    code
+}
+
+/// The overall verdict that matches an exit code.
+pub fn overall(code: i32) -> Status {
+    match code {
+        EXIT_PASS => Status::Pass,
+        EXIT_FAIL => Status::Fail,
+        _ => Status::Untested,
+    }
+}
+
+/// A text table: left-aligned columns separated by two spaces; each row may
+/// carry indented note lines (cause, remedy) printed under it.
+#[derive(Debug, Default)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<(Vec<String>, Vec<String>)>,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Self {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push((cells, Vec::new()));
+    }
+
+    /// A note under the last row, e.g. "cause: ...".
+    pub fn note(&mut self, line: String) {
+        if let Some(last) = self.rows.last_mut() {
+            last.1.push(line);
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let n = self.header.len();
+        let mut width: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for (cells, _) in &self.rows {
+            for (i, c) in cells.iter().enumerate().take(n) {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| -> String {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate().take(n) {
+                if i + 1 == n {
+                    s.push_str(c);
+                } else {
+                    s.push_str(&format!("{c:<w$}  ", w = width[i]));
+                }
+            }
+            s.trim_end().to_string()
+        };
+        let mut out = line(&self.header);
+        out.push('\n');
+        for (cells, notes) in &self.rows {
+            out.push_str(&line(cells));
+            out.push('\n');
+            for note in notes {
+                out.push_str("    ");
+                out.push_str(note);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// Bytes in a human unit (KiB, MiB, GiB).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 || v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Parses a size such as `64K`, `1M`, `1MiB`, `2g` or `4096`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (examples: 4096, 64K, 1M, 1G)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use K, M or G)")),
+    };
+    n.checked_mul(mult)
+        .filter(|v| *v > 0)
+        .ok_or_else(|| format!("'{s}' is not a usable size"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_worst_row() {
+        assert_eq!(exit_code([Status::Pass, Status::Info, Status::Warn]), 0);
+        assert_eq!(exit_code([Status::Pass, Status::Untested]), 2);
+        assert_eq!(exit_code([Status::Untested, Status::Fail, Status::Pass]), 1);
+        assert_eq!(exit_code([]), 0);
+        assert_eq!(overall(2), Status::Untested);
+    }
+
+    #[test]
+    fn table_aligns_and_indents_notes() {
+        let mut t = Table::new(&["PATH", "RESULT", "DETAIL"]);
+        t.row(vec!["host->gpu".into(), "PASS".into(), "ok".into()]);
+        t.row(vec!["gpu->gpu".into(), "FAIL".into(), "EFAULT".into()]);
+        t.note("remedy: load it".into());
+        let s = t.render();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[0], "PATH       RESULT  DETAIL");
+        assert_eq!(lines[2], "gpu->gpu   FAIL    EFAULT");
+        assert_eq!(lines[3], "    remedy: load it");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("big").is_err());
+        assert_eq!(human_bytes(65536), "64 KiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(100), "100 B");
+    }
+}

@@ -1,0 +1,334 @@
+//! The system facts that doctor judges and that check uses to explain a
+//! failure: loaded modules, peer-memory clients, IOMMU, NVIDIA driver,
+//! kernel configuration, locked-memory limit, GPUs and RDMA devices.
+
+use crate::pci::{self, PciDev};
+use crate::root::SysRoot;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The modules doctor reports on, in display order.
+pub const MODULES_OF_INTEREST: [&str; 6] = [
+    "peermem_rs",
+    "nvidia_peermem",
+    "nv_peer_mem",
+    "nvidia",
+    "ib_uverbs",
+    "mlx5_ib",
+];
+
+/// Modules that register a peer-memory client for NVIDIA GPU memory.
+pub const PEER_CLIENT_MODULES: [&str; 3] = ["peermem_rs", "nvidia_peermem", "nv_peer_mem"];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadedModule {
+    pub name: String,
+    /// Modules that use this one.
+    pub used_by: Vec<String>,
+    /// Taint flags in parentheses, e.g. `OE`.
+    pub flags: String,
+}
+
+/// A registered client under /sys/kernel/mm/memory_peers.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerClient {
+    pub name: String,
+    pub version: Option<String>,
+    pub counters: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriverFlavour {
+    Open,
+    Proprietary,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NvidiaDriver {
+    pub flavour: DriverFlavour,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Iommu {
+    /// IOMMU units registered (/sys/class/iommu).
+    pub units: Vec<String>,
+    /// iommu-related kernel command-line options.
+    pub cmdline: Vec<String>,
+}
+
+/// RLIMIT_MEMLOCK as seen in /proc/self/limits (None = unlimited).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Memlock {
+    pub soft: Option<u64>,
+    pub hard: Option<u64>,
+    /// CAP_IPC_LOCK is effective: the limit does not apply.
+    pub cap_ipc_lock: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct RdmaDev {
+    pub name: String,
+    /// None for software devices (rxe, siw).
+    pub pci: Option<PciDev>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SysState {
+    pub kernel: String,
+    pub modules: Vec<LoadedModule>,
+    pub peers: Vec<PeerClient>,
+    /// Whether the kernel offers ib_register_peer_memory_client (None: could not tell).
+    pub peer_interface: Option<bool>,
+    pub iommu: Iommu,
+    pub nvidia: Option<NvidiaDriver>,
+    /// CONFIG_RUST and the file it was read from.
+    pub config_rust: Option<(bool, String)>,
+    pub memlock: Option<Memlock>,
+    pub gpus: Vec<PciDev>,
+    pub rdma: Vec<RdmaDev>,
+}
+
+impl SysState {
+    pub fn gather(root: &SysRoot) -> SysState {
+        let kernel = root
+            .read_trim("/proc/sys/kernel/osrelease")
+            .unwrap_or_default();
+        SysState {
+            modules: parse_modules(&root.read("/proc/modules").unwrap_or_default()),
+            peers: peer_clients(root),
+            peer_interface: peer_interface(root, &kernel),
+            iommu: iommu(root),
+            nvidia: root
+                .read("/proc/driver/nvidia/version")
+                .and_then(|s| parse_nvidia_version(&s)),
+            config_rust: config_rust(root, &kernel),
+            memlock: memlock(root),
+            gpus: pci::nvidia_gpus(root),
+            rdma: rdma_devices(root),
+            kernel,
+        }
+    }
+
+    pub fn module(&self, name: &str) -> Option<&LoadedModule> {
+        self.modules.iter().find(|m| m.name == name)
+    }
+
+    /// Peer-client modules currently loaded.
+    pub fn peer_modules(&self) -> Vec<&str> {
+        PEER_CLIENT_MODULES
+            .iter()
+            .copied()
+            .filter(|m| self.module(m).is_some())
+            .collect()
+    }
+
+    /// True when some peer-memory client is registered or loaded.
+    pub fn has_peer_client(&self) -> bool {
+        !self.peers.is_empty() || !self.peer_modules().is_empty()
+    }
+
+    pub fn gpu_by_bdf(&self, bdf: &str) -> Option<&PciDev> {
+        let want = bdf.to_ascii_lowercase();
+        self.gpus.iter().find(|g| g.bdf == want)
+    }
+}
+
+/// Parses /proc/modules lines: `name size refs users, state addr (flags)`.
+pub fn parse_modules(text: &str) -> Vec<LoadedModule> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let name = f.next()?.to_string();
+            let _size = f.next()?;
+            let _refs = f.next()?;
+            let users = f.next().unwrap_or("-");
+            let used_by = users
+                .split(',')
+                .filter(|u| !u.is_empty() && *u != "-")
+                .map(str::to_string)
+                .collect();
+            let flags = l
+                .rfind('(')
+                .and_then(|i| l[i + 1..].strip_suffix(')'))
+                .unwrap_or("")
+                .to_string();
+            Some(LoadedModule {
+                name,
+                used_by,
+                flags,
+            })
+        })
+        .collect()
+}
+
+fn peer_clients(root: &SysRoot) -> Vec<PeerClient> {
+    let base = "/sys/kernel/mm/memory_peers";
+    root.list(base)
+        .into_iter()
+        .map(|name| {
+            let dir = format!("{base}/{name}");
+            let mut counters = BTreeMap::new();
+            for f in root.list(&dir) {
+                if f == "version" {
+                    continue;
+                }
+                if let Some(v) = root
+                    .read_trim(&format!("{dir}/{f}"))
+                    .and_then(|s| s.parse().ok())
+                {
+                    counters.insert(f, v);
+                }
+            }
+            PeerClient {
+                version: root.read_trim(&format!("{dir}/version")),
+                counters,
+                name,
+            }
+        })
+        .collect()
+}
+
+const PEER_SYMBOL: &str = "ib_register_peer_memory_client";
+
+/// The peer-memory interface is exported by ib_uverbs (or ib_core on old
+/// stacks): visible in kallsyms once loaded, else in modules.symbols.
+fn peer_interface(root: &SysRoot, kernel: &str) -> Option<bool> {
+    let has = |text: &str| {
+        text.lines()
+            .any(|l| l.split_whitespace().any(|w| w == PEER_SYMBOL || w == format!("symbol:{PEER_SYMBOL}")))
+    };
+    if let Some(k) = root.read("/proc/kallsyms") {
+        if has(&k) {
+            return Some(true);
+        }
+    }
+    if let Some(s) = root.read(&format!("/lib/modules/{kernel}/modules.symbols")) {
+        return Some(has(&s));
+    }
+    None
+}
+
+fn iommu(root: &SysRoot) -> Iommu {
+    let cmdline = root.read("/proc/cmdline").unwrap_or_default();
+    Iommu {
+        units: root.list("/sys/class/iommu"),
+        cmdline: cmdline
+            .split_whitespace()
+            .filter(|w| w.contains("iommu") || w.starts_with("pci=") || w == &"iommu.passthrough=1")
+            .map(str::to_string)
+            .collect(),
+    }
+}
+
+/// The IOMMU domain type of a PCI device's group: `identity` (passthrough),
+/// `DMA`/`DMA-FQ` (translated), `blocked`; None without an IOMMU.
+pub fn iommu_group_type(root: &SysRoot, dev: &PciDev) -> Option<String> {
+    root.read_trim(&format!("{}/iommu_group/type", dev.sysfs))
+}
+
+/// Parses /proc/driver/nvidia/version.
+pub fn parse_nvidia_version(text: &str) -> Option<NvidiaDriver> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    let flavour = if line.contains("Open Kernel Module") {
+        DriverFlavour::Open
+    } else {
+        DriverFlavour::Proprietary
+    };
+    let version = line
+        .split_whitespace()
+        .find(|w| {
+            w.contains('.') && w.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        })?
+        .to_string();
+    Some(NvidiaDriver { flavour, version })
+}
+
+fn config_rust(root: &SysRoot, kernel: &str) -> Option<(bool, String)> {
+    let candidates = [
+        format!("/boot/config-{kernel}"),
+        format!("/lib/modules/{kernel}/build/.config"),
+        format!("/usr/src/linux-headers-{kernel}/.config"),
+        format!("/lib/modules/{kernel}/config"),
+    ];
+    for c in candidates {
+        if let Some(text) = root.read(&c) {
+            let on = text.lines().any(|l| l.trim() == "CONFIG_RUST=y");
+            return Some((on, c));
+        }
+    }
+    None
+}
+
+fn parse_limit(s: &str) -> Option<Option<u64>> {
+    if s == "unlimited" {
+        Some(None)
+    } else {
+        s.parse().ok().map(Some)
+    }
+}
+
+fn memlock(root: &SysRoot) -> Option<Memlock> {
+    let text = root.read("/proc/self/limits")?;
+    let line = text.lines().find(|l| l.starts_with("Max locked memory"))?;
+    let mut f = line["Max locked memory".len()..].split_whitespace();
+    let soft = parse_limit(f.next()?)?;
+    let hard = parse_limit(f.next()?)?;
+    let cap_ipc_lock = root
+        .read("/proc/self/status")
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("CapEff:"))?.to_string();
+            u64::from_str_radix(l["CapEff:".len()..].trim(), 16).ok()
+        })
+        .map(|caps| caps & (1 << 14) != 0)
+        .unwrap_or(false);
+    Some(Memlock {
+        soft,
+        hard,
+        cap_ipc_lock,
+    })
+}
+
+pub fn rdma_devices(root: &SysRoot) -> Vec<RdmaDev> {
+    root.list("/sys/class/infiniband")
+        .into_iter()
+        .map(|name| {
+            let pci = root
+                .resolve(&format!("/sys/class/infiniband/{name}/device"))
+                .and_then(|p| PciDev::load_at(root, &p));
+            RdmaDev { name, pci }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modules_parse() {
+        let m = parse_modules(
+            "nvidia 9850880 3 nvidia_peermem,peermem_rs, Live 0x0 (POE)\nib_core 1 0 - Live 0x0\n",
+        );
+        assert_eq!(m[0].name, "nvidia");
+        assert_eq!(m[0].used_by, vec!["nvidia_peermem", "peermem_rs"]);
+        assert_eq!(m[0].flags, "POE");
+        assert!(m[1].used_by.is_empty());
+        assert_eq!(m[1].flags, "");
+    }
+
+    #[test]
+    fn nvidia_version_flavours() {
+        let o = parse_nvidia_version(
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  595.45.04  Release Build\n",
+        )
+        .unwrap();
+        assert_eq!(o.flavour, DriverFlavour::Open);
+        assert_eq!(o.version, "595.45.04");
+        let p = parse_nvidia_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May\n").unwrap();
+        assert_eq!(p.flavour, DriverFlavour::Proprietary);
+        assert_eq!(p.version, "535.183.01");
+        assert!(parse_nvidia_version("garbage").is_none());
+    }
+}
