@@ -100,4 +100,13 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 			       struct nvidia_p2p_dma_mapping *dma_mapping);
 int nvidia_p2p_free_dma_mapping(struct nvidia_p2p_dma_mapping *dma_mapping);
 
+/* Pointer types of the entry points, for clients that look them up by name
+ * at load time (symbol_get) instead of linking against nvidia.ko. */
+typedef typeof(&nvidia_p2p_get_pages) nvidia_p2p_get_pages_t;
+typedef typeof(&nvidia_p2p_put_pages) nvidia_p2p_put_pages_t;
+typedef typeof(&nvidia_p2p_get_pages_persistent) nvidia_p2p_get_pages_persistent_t;
+typedef typeof(&nvidia_p2p_put_pages_persistent) nvidia_p2p_put_pages_persistent_t;
+typedef typeof(&nvidia_p2p_dma_map_pages) nvidia_p2p_dma_map_pages_t;
+typedef typeof(&nvidia_p2p_dma_unmap_pages) nvidia_p2p_dma_unmap_pages_t;
+
 #endif /* PEERMEM_NV_P2P_ABI_H */

@@ -68,4 +68,7 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *client,
 				     invalidate_peer_memory *invalidate_callback);
 void ib_unregister_peer_memory_client(void *reg_handle);
 
+typedef typeof(&ib_register_peer_memory_client) ib_register_peer_memory_client_t;
+typedef typeof(&ib_unregister_peer_memory_client) ib_unregister_peer_memory_client_t;
+
 #endif /* PEERMEM_PEER_MEM_ABI_H */

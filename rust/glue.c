@@ -1,16 +1,143 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * glue.c -- the C side of peermem_rs.ko: module tags that the Rust module!
- * macro does not cover on every kernel of the matrix, and small helpers the
- * Rust crate calls.  No logic lives here.
+ * glue.c -- the C side of peermem_rs.ko: module parameters and tags, and
+ * thin wrappers of static-inline kernel helpers and macros for the Rust
+ * crate.  No logic lives here.
  */
+#include <linux/debugfs.h>
+#include <linux/dma-mapping.h>
+#include <linux/ktime.h>
 #include <linux/module.h>
+#include <linux/pci.h>
+#include <linux/scatterlist.h>
+#include <linux/seq_file.h>
+
+#include "glue.h"
 
 MODULE_VERSION(PEERMEM_VERSION);
 MODULE_AUTHOR("peermem-rs developers");
+/* The peer-memory core lives in ib_uverbs (ib_core on old MOFED); the P2P
+ * API in nvidia.ko.  Both are looked up by name at load time. */
+MODULE_SOFTDEP("pre: ib_uverbs nvidia");
 
-const char *peermem_version(void);
+static char *peer_client_name = "nv_mem";
+module_param(peer_client_name, charp, 0444);
+MODULE_PARM_DESC(peer_client_name,
+	"Name registered with the RDMA core (default nv_mem, the name NCCL, UCX and NVSHMEM look for)");
+
+static char *peer_mode = "auto";
+module_param_named(mode, peer_mode, charp, 0444);
+MODULE_PARM_DESC(mode,
+	"auto (default): persistent if the driver has the persistent API, else invalidate; "
+	"persistent: pin with nvidia_p2p_get_pages_persistent, memory outlives cudaFree until deregistration; "
+	"invalidate: pin with a free callback, cudaFree revokes the MR");
+
 const char *peermem_version(void)
 {
 	return PEERMEM_VERSION;
+}
+
+const char *peermem_param_client_name(void)
+{
+	return peer_client_name;
+}
+
+const char *peermem_param_mode(void)
+{
+	return peer_mode;
+}
+
+void *peermem_symbol_get(const char *name)
+{
+	return __symbol_get(name);
+}
+
+void peermem_symbol_put(const char *name)
+{
+	__symbol_put(name);
+}
+
+bool peermem_module_get(void)
+{
+	return try_module_get(THIS_MODULE);
+}
+
+void peermem_module_put(void)
+{
+	module_put(THIS_MODULE);
+}
+
+struct pci_dev *peermem_dev_to_pci(struct device *dev)
+{
+	return dev && dev_is_pci(dev) ? to_pci_dev(dev) : NULL;
+}
+
+u64 peermem_dma_max_seg_size(struct device *dev)
+{
+	return dma_get_max_seg_size(dev);
+}
+
+int peermem_sg_alloc(struct sg_table *sgt, unsigned int nents)
+{
+	return sg_alloc_table(sgt, nents, GFP_KERNEL);
+}
+
+struct scatterlist *peermem_sg_first(struct sg_table *sgt)
+{
+	return sgt->sgl;
+}
+
+struct scatterlist *peermem_sg_next(struct scatterlist *sg)
+{
+	return sg_next(sg);
+}
+
+void peermem_sg_set_dma(struct scatterlist *sg, u64 dma_addr, unsigned int len)
+{
+	/* Peer memory has no struct page: only the DMA side is meaningful. */
+	sg->offset = 0;
+	sg->length = len;
+	sg_dma_address(sg) = dma_addr;
+	sg_dma_len(sg) = len;
+}
+
+void peermem_sg_free(struct sg_table *sgt)
+{
+	sg_free_table(sgt);
+}
+
+static struct dentry *peermem_debugfs_dir;
+
+static int peermem_stats_seq_show(struct seq_file *m, void *unused)
+{
+	peermem_stats_show(m);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(peermem_stats_seq);
+
+int peermem_debugfs_create(void)
+{
+	struct dentry *dir = debugfs_create_dir("peermem_rs", NULL);
+
+	if (IS_ERR(dir))
+		return PTR_ERR(dir);
+	debugfs_create_file("stats", 0400, dir, NULL, &peermem_stats_seq_fops);
+	peermem_debugfs_dir = dir;
+	return 0;
+}
+
+void peermem_debugfs_remove(void)
+{
+	debugfs_remove_recursive(peermem_debugfs_dir);
+	peermem_debugfs_dir = NULL;
+}
+
+void peermem_seq_write(struct seq_file *m, const char *buf, size_t len)
+{
+	seq_write(m, buf, len);
+}
+
+u64 peermem_now_ns(void)
+{
+	return ktime_get_ns();
 }

@@ -2,33 +2,28 @@
 
 //! peermem_rs: a GPUDirect RDMA peer-memory client written in Rust.
 //!
-//! The crate root holds only the module list and the `module!` declaration;
-//! each concept lives in its own file.
-
-use kernel::prelude::*;
+//! It registers with the RDMA core's peer-memory interface, pins GPU memory
+//! through the NVIDIA driver's P2P API and hands DMA-mapped scatterlists to
+//! the RDMA core, so that `ibv_reg_mr` works on `cudaMalloc`'d memory.
+//! The crate root holds only the module list and the `module!` declaration.
 
 mod bindings;
+mod client;
 mod compat;
-mod ffi;
+mod driver;
+mod glue;
+mod logic;
+mod nvidia;
+mod peer_core;
+mod registration;
+mod sg;
+mod stats;
 
-module! {
+use driver::PeermemRs;
+
+kernel::prelude::module! {
     type: PeermemRs,
     name: "peermem_rs",
     description: "GPUDirect RDMA peer-memory client for NVIDIA GPUs (Rust)",
     license: "GPL",
-}
-
-struct PeermemRs;
-
-impl kernel::Module for PeermemRs {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
-        pr_info!("peermem_rs {} loaded (kernel {})\n", ffi::version(), compat::KERNEL_SERIES);
-        Ok(PeermemRs)
-    }
-}
-
-impl Drop for PeermemRs {
-    fn drop(&mut self) {
-        pr_info!("peermem_rs unloaded\n");
-    }
 }

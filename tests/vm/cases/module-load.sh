@@ -1,21 +1,26 @@
 #!/bin/bash
-# module-load: peermem_rs.ko loads, logs its version, shows its metadata in
-# modinfo, and unloads cleanly.
+# module-load: peermem_rs.ko's metadata, and its load with no provider at
+# all: it must refuse with one kernel-log line that names the missing
+# peer-memory core and what to do, and leave nothing behind.  (Loads next to
+# the simulated providers are in the module-* cases.)
 . "${vmstage:-/peermem}/vm/lib.sh"
 KO=$MODS/peermem_rs.ko
 [ -f "$KO" ] || { bad "no $KO"; finish; }
 ver=$(cat "$PEERMEM/src/$(uname -r)/VERSION")
 info=$(modinfo "$KO")
-echo "$info" | grep -E '^(filename|license|version|description|author|vermagic|name):'
+echo "$info" | grep -E '^(filename|license|version|description|author|vermagic|name|softdep|parm):'
 check "modinfo license is GPL-compatible" grep -qE '^license: +(GPL|GPL v2|Dual [A-Z]+/GPL)$' <<< "$info"
 check "modinfo version is $ver" grep -qE "^version: +$ver\$" <<< "$info"
 check "modinfo has a description" grep -qE '^description: +.*peer-memory' <<< "$info"
+check "modinfo documents the mode parameter" grep -qE '^parm: +mode:.*persistent.*invalidate' <<< "$info"
+check "modinfo documents the client name parameter" grep -qE '^parm: +peer_client_name:.*nv_mem' <<< "$info"
+check "modinfo has a softdep on its providers" grep -qE '^softdep: +pre: ib_uverbs nvidia' <<< "$info"
 check "vermagic matches the running kernel" test "$(awk '$1 == "vermagic:" {print $2}' <<< "$info")" = "$(uname -r)"
+check "no peer-memory symbols linked (looked up at load time)" \
+  bash -c "! modinfo -F depends '$KO' | grep -q ." 
 log_mark load
-check "insmod peermem_rs" insmod "$KO"
-check "listed in /proc/modules" grep -q '^peermem_rs ' /proc/modules
-check "logs its version at load" grep -qE "peermem_rs $ver loaded" <(log_since load)
-check "rmmod peermem_rs" rmmod peermem_rs
-check "gone from /proc/modules" bash -c '! grep -q "^peermem_rs " /proc/modules'
-check "logs its unload" grep -q 'peermem_rs unloaded' <(log_since load)
+fails_with "insmod without a peer-memory core fails with ENODEV" 'No such device' insmod "$KO"
+check "one log line names the missing core and the remedy" \
+  grep -qE 'peermem_rs: this RDMA stack has no peer-memory support \(ib_register_peer_memory_client not found\): install MLNX_OFED' <(log_since load)
+check "not left loaded" bash -c '! grep -q "^peermem_rs " /proc/modules'
 finish

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Every `extern "C"` entry point of the module, in one place: the
+//! peer-memory client table the RDMA core calls, the NVIDIA driver's free
+//! callback, and the debugfs `stats` show.  Each trampoline turns raw
+//! pointers into owned or borrowed Rust values, calls the safe
+//! [`PeerMemoryClient`] implementation (rust/registration.rs), and turns a
+//! `Result` into the C return value only here.
+
+use core::ffi::c_void;
+use core::marker::PhantomData;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use kernel::ffi::{c_char, c_int, c_ulong};
+use kernel::prelude::*;
+use kernel::sync::{Arc, ArcBorrow};
+
+use crate::bindings::{
+    device, peer_memory_client_ex, seq_file, sg_table,
+    IB_PEER_MEMORY_NAME_MAX, IB_PEER_MEMORY_VER_MAX, PEER_MEM_INVALIDATE_UNMAPS,
+};
+use crate::sg::{DmaDevice, SgTable};
+
+/// The callbacks of a peer-memory client (struct peer_memory_client), in
+/// safe Rust.  `Self` is the module-wide client; `Registration` is the
+/// per-MR context the core passes back as `client_context`.
+pub(crate) trait PeerMemoryClient: Send + Sync + Sized + 'static {
+    /// Per-registration state.
+    type Registration: Send + Sync;
+
+    /// Whether `[addr, addr + size)` is ours; `Some` claims it (pinned).
+    fn acquire(
+        this: ArcBorrow<'_, Self>,
+        addr: u64,
+        size: u64,
+    ) -> Result<Option<Arc<Self::Registration>>>;
+    /// The core takes the pages of a claimed range.
+    fn get_pages(reg: &Self::Registration, addr: u64, size: u64, core_context: u64) -> Result;
+    /// DMA-map for `dev` into `sg`; returns the number of SG entries.
+    fn dma_map(reg: &Self::Registration, sg: SgTable, dev: DmaDevice) -> Result<u32>;
+    /// Undo `dma_map`.
+    fn dma_unmap(reg: &Self::Registration, sg: SgTable);
+    /// The core gives the pages back.
+    fn put_pages(reg: &Self::Registration);
+    /// The page size of the registration's memory.
+    fn page_size(reg: &Self::Registration) -> u64;
+    /// The core is done with the registration.
+    fn release(reg: Arc<Self::Registration>);
+    /// The driver revoked the registration's memory (cudaFree).  Returns the
+    /// driver's reference to the registration if the callback now owns it.
+    fn revoke(reg: &Self::Registration) -> Option<CallbackRef<Self::Registration>>;
+    /// The debugfs `stats` file.
+    fn show_stats(this: ArcBorrow<'_, Self>, w: &mut crate::glue::SeqWriter);
+}
+
+/// The client the trampolines serve: an `Arc<T>` turned into a raw pointer
+/// by [`ClientTable::activate`], taken back by [`ClientTable::deactivate`].
+static ACTIVE: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+
+/// The function table of client `T`, to register with the core.
+pub(crate) struct ClientTable<T>(PhantomData<T>);
+
+impl<T: PeerMemoryClient> ClientTable<T> {
+    /// Builds the table.  `invalidation`: an extended table (version[15] set,
+    /// ex_size, `PEER_MEM_INVALIDATE_UNMAPS`) for an invalidation client.
+    /// `Err(EINVAL)` if `name` is empty or too long.
+    pub(crate) fn build(
+        name: &str,
+        version: &str,
+        invalidation: bool,
+    ) -> Result<KBox<peer_memory_client_ex>> {
+        let name_max = IB_PEER_MEMORY_NAME_MAX as usize;
+        if name.is_empty() || name.len() >= name_max || name.bytes().any(|b| !b.is_ascii_graphic()) {
+            return Err(EINVAL);
+        }
+        let mut t = KBox::new(peer_memory_client_ex::default(), GFP_KERNEL)?;
+        let c = &mut t.client;
+        for (d, s) in c.name.iter_mut().zip(name.bytes()) {
+            *d = s as _;
+        }
+        let ver_max = IB_PEER_MEMORY_VER_MAX as usize;
+        for (d, s) in c.version.iter_mut().take(ver_max - 2).zip(version.bytes()) {
+            *d = s as _;
+        }
+        c.acquire = Some(acquire::<T>);
+        c.get_pages = Some(get_pages::<T>);
+        c.dma_map = Some(dma_map::<T>);
+        c.dma_unmap = Some(dma_unmap::<T>);
+        c.put_pages = Some(put_pages::<T>);
+        c.get_page_size = Some(get_page_size::<T>);
+        c.release = Some(release::<T>);
+        if invalidation {
+            // The core reads the extension only if version[15] is non-zero.
+            c.version[ver_max - 1] = 1;
+            t.ex_size = core::mem::size_of::<peer_memory_client_ex>();
+            t.flags = PEER_MEM_INVALIDATE_UNMAPS;
+        }
+        Ok(t)
+    }
+
+    /// Makes `client` the one the trampolines serve.
+    pub(crate) fn activate(client: Arc<T>) {
+        let old = ACTIVE.swap(Arc::into_raw(client).cast_mut().cast(), Ordering::AcqRel);
+        debug_assert!(old.is_null());
+    }
+
+    /// Stops serving; call only after unregistering from the core, when no
+    /// callback can run any more.
+    pub(crate) fn deactivate() -> Option<Arc<T>> {
+        let p = ACTIVE.swap(ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: a non-null `p` came from `Arc::into_raw` in `activate`,
+        // and is taken back exactly once (the swap cleared it).
+        NonNull::new(p).map(|p| unsafe { Arc::from_raw(p.as_ptr().cast::<T>()) })
+    }
+
+    fn active<'a>() -> Option<ArcBorrow<'a, T>> {
+        let p = NonNull::new(ACTIVE.load(Ordering::Acquire))?;
+        // SAFETY: `p` came from `Arc::into_raw(Arc<T>)` and stays alive until
+        // `deactivate`, which runs only once the core cannot call us.
+        Some(unsafe { ArcBorrow::from_raw(p.as_ptr().cast::<T>()) })
+    }
+
+    /// Shows the stats through the active client (debugfs).
+    fn stats(seq: NonNull<seq_file>) {
+        if let Some(client) = Self::active() {
+            // SAFETY: `seq` is the seq_file of the show call in progress.
+            let mut w = unsafe { crate::glue::SeqWriter::new(seq) };
+            T::show_stats(client, &mut w);
+        }
+    }
+}
+
+/// The free callback's reference to a registration: the `data` pointer
+/// given to the driver with a revocable pin.
+///
+/// # Invariants
+///
+/// `ptr` came from `Arc::into_raw` and owns that reference.
+pub(crate) struct CallbackRef<R> {
+    ptr: NonNull<R>,
+}
+
+// SAFETY: it is an `Arc<R>` in raw form, and `R: Send + Sync`.
+unsafe impl<R: Send + Sync> Send for CallbackRef<R> {}
+
+impl<R> CallbackRef<R> {
+    /// Turns a reference into the driver's `data` pointer.
+    pub(crate) fn new(reg: Arc<R>) -> Self {
+        // SAFETY: `Arc::into_raw` never returns null.
+        let ptr = unsafe { NonNull::new_unchecked(Arc::into_raw(reg).cast_mut()) };
+        CallbackRef { ptr }
+    }
+
+    /// The `data` pointer for the driver.
+    pub(crate) fn data(&self) -> *mut c_void {
+        self.ptr.as_ptr().cast()
+    }
+
+    /// The free callback: the C function the driver calls with `data`.
+    pub(crate) fn callback<T: PeerMemoryClient<Registration = R>>() -> crate::nvidia::FreeCallback {
+        free_callback::<T>
+    }
+}
+
+impl<R> Drop for CallbackRef<R> {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant `ptr` owns an `Arc` reference.
+        drop(unsafe { Arc::from_raw(self.ptr.as_ptr()) });
+    }
+}
+
+/// Borrows the registration behind a `client_context`.
+///
+/// # Safety
+///
+/// `ctx` must be a `client_context` produced by `acquire::<T>` and not yet
+/// given to `release::<T>`.
+unsafe fn registration<'a, T: PeerMemoryClient>(ctx: *mut c_void) -> &'a T::Registration {
+    // SAFETY: `ctx` came from `Arc::into_raw` in `acquire` and the core
+    // keeps it alive until `release` (the caller's contract).
+    unsafe { &*ctx.cast::<T::Registration>() }
+}
+
+/// `acquire`: 1 if the range is ours (then `*client_context` is set), else 0.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a valid `client_context` out pointer.
+unsafe extern "C" fn acquire<T: PeerMemoryClient>(
+    addr: c_ulong,
+    size: usize,
+    _peer_mem_private_data: *mut c_void,
+    _peer_mem_name: *mut c_char,
+    client_context: *mut *mut c_void,
+) -> c_int {
+    let Some(client) = ClientTable::<T>::active() else {
+        return 0;
+    };
+    if client_context.is_null() {
+        return 0;
+    }
+    match T::acquire(client, addr as u64, size as u64) {
+        Ok(Some(reg)) => {
+            // SAFETY: `client_context` is a valid out pointer (checked
+            // non-null; the core's contract).
+            unsafe { *client_context = Arc::into_raw(reg).cast_mut().cast() };
+            1
+        }
+        Ok(None) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `get_pages`: hands the pin taken by `acquire` to the core.
+///
+/// # Safety
+///
+/// `client_context` must come from `acquire::<T>` and not be released.
+unsafe extern "C" fn get_pages<T: PeerMemoryClient>(
+    addr: c_ulong,
+    size: usize,
+    _write: c_int,
+    _force: c_int,
+    _sg_head: *mut sg_table,
+    client_context: *mut c_void,
+    core_context: u64,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let reg = unsafe { registration::<T>(client_context) };
+    kernel::error::from_result(|| {
+        T::get_pages(reg, addr as u64, size as u64, core_context)?;
+        Ok(0)
+    })
+}
+
+/// `dma_map`: fills `sg_head` and `*nmap`.
+///
+/// # Safety
+///
+/// `client_context` as for `get_pages`; `sg_head`, `dma_device` and `nmap`
+/// valid for the call (the core's contract).
+unsafe extern "C" fn dma_map<T: PeerMemoryClient>(
+    sg_head: *mut sg_table,
+    client_context: *mut c_void,
+    dma_device: *mut device,
+    _dmasync: c_int,
+    nmap: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let reg = unsafe { registration::<T>(client_context) };
+    kernel::error::from_result(|| {
+        let (Some(sg), Some(dev)) = (NonNull::new(sg_head), NonNull::new(dma_device)) else {
+            return Err(EINVAL);
+        };
+        if nmap.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: the core's table and device, valid during this call.
+        let (sg, dev) = unsafe { (SgTable::new(sg), DmaDevice::new(dev)) };
+        let n = T::dma_map(reg, sg, dev)?;
+        // SAFETY: `nmap` is a valid out pointer (checked non-null).
+        unsafe { *nmap = c_int::try_from(n).unwrap_or(c_int::MAX) };
+        Ok(0)
+    })
+}
+
+/// `dma_unmap`: always 0.
+///
+/// # Safety
+///
+/// As for `dma_map`.
+unsafe extern "C" fn dma_unmap<T: PeerMemoryClient>(
+    sg_head: *mut sg_table,
+    client_context: *mut c_void,
+    _dma_device: *mut device,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let reg = unsafe { registration::<T>(client_context) };
+    if let Some(sg) = NonNull::new(sg_head) {
+        // SAFETY: the core's table, valid during this call.
+        T::dma_unmap(reg, unsafe { SgTable::new(sg) });
+    }
+    0
+}
+
+/// `put_pages`: the core is done with the pages.
+///
+/// # Safety
+///
+/// As for `get_pages`.
+unsafe extern "C" fn put_pages<T: PeerMemoryClient>(_sg_head: *mut sg_table, client_context: *mut c_void) {
+    // SAFETY: the caller's contract.
+    T::put_pages(unsafe { registration::<T>(client_context) });
+}
+
+/// `get_page_size`.
+///
+/// # Safety
+///
+/// As for `get_pages`.
+unsafe extern "C" fn get_page_size<T: PeerMemoryClient>(client_context: *mut c_void) -> c_ulong {
+    // SAFETY: the caller's contract.
+    T::page_size(unsafe { registration::<T>(client_context) }) as c_ulong
+}
+
+/// `release`: the core drops its reference to the registration.
+///
+/// # Safety
+///
+/// As for `get_pages`; `client_context` is not used by the core afterwards.
+unsafe extern "C" fn release<T: PeerMemoryClient>(client_context: *mut c_void) {
+    if client_context.is_null() {
+        return;
+    }
+    // SAFETY: `client_context` came from `Arc::into_raw` in `acquire`; the
+    // core gives it back exactly once, here.
+    T::release(unsafe { Arc::from_raw(client_context.cast::<T::Registration>()) });
+}
+
+/// The NVIDIA driver's free callback (cudaFree of pinned memory).
+///
+/// # Safety
+///
+/// `data` must be the `data` pointer of a live revocable pin, made by
+/// [`CallbackRef::data`]; the driver calls this at most once per pin and
+/// never after the pin was released.
+unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    // SAFETY: `data` is a `CallbackRef` of a live pin (the caller's
+    // contract), which keeps the registration alive while we borrow it.
+    let reg = unsafe { &*data.cast::<T::Registration>() };
+    // If the callback owns the reference now, it is dropped last, after
+    // every use of `reg`.
+    let owned = T::revoke(reg);
+    drop(owned);
+}
+
+/// Shows the stats (debugfs).
+///
+/// # Safety
+///
+/// Called by the glue's seq_file show with a valid `m`.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn peermem_stats_show(m: *mut seq_file) {
+    if let Some(m) = NonNull::new(m) {
+        ClientTable::<crate::registration::Client>::stats(m);
+    }
+}

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Loading and unloading: find both providers by name, pick the mode,
+//! register the client with the RDMA core, publish the stats.
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::client::ClientTable;
+use crate::glue::{self, DebugFs};
+use crate::nvidia::{Missing, NvidiaP2p};
+use crate::peer_core::{ClientRegistration, PeerCore};
+use crate::registration::{Client, Mode};
+use crate::stats::STATS;
+
+/// The loaded module.
+pub(crate) struct PeermemRs {
+    _debugfs: Option<DebugFs>,
+    registration: Option<ClientRegistration>,
+}
+
+/// The `mode` parameter.
+fn requested_mode() -> Result<Option<Mode>> {
+    match glue::param_mode() {
+        "auto" | "" => Ok(None),
+        "persistent" => Ok(Some(Mode::Persistent)),
+        "invalidate" => Ok(Some(Mode::Invalidate)),
+        other => {
+            pr_err!("peermem_rs: mode={other} is not one of auto, persistent, invalidate\n");
+            Err(EINVAL)
+        }
+    }
+}
+
+impl kernel::Module for PeermemRs {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let requested = requested_mode()?;
+        let name = glue::param_client_name();
+        let Some(core) = PeerCore::find() else {
+            pr_err!(
+                "peermem_rs: this RDMA stack has no peer-memory support \
+                 (ib_register_peer_memory_client not found): install MLNX_OFED/DOCA-OFED \
+                 or use an NVIDIA kernel, or register GPU memory with dma-buf \
+                 (ibv_reg_dmabuf_mr) instead\n"
+            );
+            return Err(ENODEV);
+        };
+        let nvidia = match NvidiaP2p::find()? {
+            Ok(nv) => nv,
+            Err(Missing::Symbol(sym)) => {
+                pr_err!(
+                    "peermem_rs: the NVIDIA driver is not loaded ({} not found): \
+                     load nvidia first (modprobe nvidia)\n",
+                    sym.to_str().unwrap_or("?")
+                );
+                return Err(ENODEV);
+            }
+        };
+        let mode = match (requested, nvidia.has_persistent()) {
+            (Some(Mode::Persistent), false) => {
+                pr_err!(
+                    "peermem_rs: mode=persistent, but this NVIDIA driver has no persistent \
+                     P2P API (driver 535 or later): use mode=invalidate or auto\n"
+                );
+                return Err(EINVAL);
+            }
+            (Some(m), _) => m,
+            (None, true) => Mode::Persistent,
+            (None, false) => Mode::Invalidate,
+        };
+        let invalidation = mode == Mode::Invalidate;
+        let table = ClientTable::<Client>::build(name, glue::version(), invalidation).map_err(|e| {
+            pr_err!("peermem_rs: peer_client_name must be 1 to 63 printable characters\n");
+            e
+        })?;
+        let client = Client::new(nvidia, mode, name)?;
+        ClientTable::activate(client.clone());
+        let registration = match ClientRegistration::register(core, table, invalidation) {
+            Ok(r) => r,
+            Err(e) => {
+                drop(ClientTable::<Client>::deactivate());
+                if e == EEXIST {
+                    pr_err!(
+                        "peermem_rs: the RDMA core refused the client name '{name}': it is \
+                         probably taken by nvidia-peermem or nv_peer_mem (see lsmod and \
+                         /sys/kernel/mm/memory_peers/), unload it or set peer_client_name\n"
+                    );
+                } else {
+                    pr_err!("peermem_rs: the RDMA core gave no invalidation support\n");
+                }
+                return Err(e);
+            }
+        };
+        client.set_invalidator(registration.invalidator());
+        let debugfs = DebugFs::create()
+            .map_err(|_| pr_warn!("peermem_rs: no debugfs: stats are not available\n"))
+            .ok();
+        pr_info!(
+            "peermem_rs {} loaded: client '{}', mode {}{} (kernel {})\n",
+            glue::version(),
+            name,
+            mode.name(),
+            if requested.is_none() { " (auto)" } else { "" },
+            crate::compat::KERNEL_SERIES
+        );
+        Ok(PeermemRs {
+            _debugfs: debugfs,
+            registration: Some(registration),
+        })
+    }
+}
+
+impl Drop for PeermemRs {
+    fn drop(&mut self) {
+        // Unregistering waits until the core has released every
+        // registration; only then can the trampolines stop serving.
+        drop(self.registration.take());
+        let client: Option<Arc<Client>> = ClientTable::<Client>::deactivate();
+        drop(client);
+        pr_info!("peermem_rs unloaded (live registrations: {})\n", STATS.live());
+    }
+}

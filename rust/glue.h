@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * glue.h -- the C helpers of peermem_rs.ko (rust/glue.c): module parameters,
+ * static-inline kernel helpers and macro-built kernel objects that Rust
+ * cannot reach directly.  Bound into Rust by bindgen (rust/bindings.rs), so
+ * both sides see one declaration.
+ */
+#ifndef PEERMEM_GLUE_H
+#define PEERMEM_GLUE_H
+
+#include <linux/types.h>
+
+struct device;
+struct pci_dev;
+struct sg_table;
+struct scatterlist;
+struct seq_file;
+
+/* Module version and parameters. */
+const char *peermem_version(void);
+const char *peermem_param_client_name(void);
+const char *peermem_param_mode(void);
+
+/* Run-time symbol lookup (symbol_get / symbol_put by name). */
+void *peermem_symbol_get(const char *name);
+void peermem_symbol_put(const char *name);
+
+/* A reference on this module, held by every live registration. */
+bool peermem_module_get(void);
+void peermem_module_put(void);
+
+/* The PCI device behind a DMA device, or NULL if it is not a PCI device. */
+struct pci_dev *peermem_dev_to_pci(struct device *dev);
+u64 peermem_dma_max_seg_size(struct device *dev);
+
+/* Scatterlists: allocate, walk, fill the DMA address/length, free. */
+int peermem_sg_alloc(struct sg_table *sgt, unsigned int nents);
+struct scatterlist *peermem_sg_first(struct sg_table *sgt);
+struct scatterlist *peermem_sg_next(struct scatterlist *sg);
+void peermem_sg_set_dma(struct scatterlist *sg, u64 dma_addr, unsigned int len);
+void peermem_sg_free(struct sg_table *sgt);
+
+/* debugfs: <debugfs>/peermem_rs/stats (root only), shown by Rust. */
+int peermem_debugfs_create(void);
+void peermem_debugfs_remove(void);
+void peermem_seq_write(struct seq_file *m, const char *buf, size_t len);
+/* Implemented in Rust (rust/client.rs). */
+void peermem_stats_show(struct seq_file *m);
+
+u64 peermem_now_ns(void);
+
+#endif /* PEERMEM_GLUE_H */

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe wrappers of the module's C glue (rust/glue.c): version, module
+//! parameters, this module's reference count, the clock, debugfs, and
+//! symbols of other modules looked up by name.
+
+use core::ffi::{c_void, CStr};
+use core::ptr::NonNull;
+
+use kernel::prelude::*;
+
+use crate::bindings::glue;
+
+/// A C string owned by the C side for the module's lifetime, as `&str`.
+fn static_str(ptr: *const kernel::ffi::c_char) -> &'static str {
+    if ptr.is_null() {
+        return "";
+    }
+    // SAFETY: the glue returns pointers to NUL-terminated strings that live
+    // as long as the module: string literals, or module parameters, which
+    // are read-only (0444) after load.
+    let s = unsafe { CStr::from_ptr(ptr.cast()) };
+    s.to_str().unwrap_or("(not UTF-8)")
+}
+
+/// The module version (the repository's VERSION file).
+pub(crate) fn version() -> &'static str {
+    // SAFETY: no preconditions; returns a string literal.
+    static_str(unsafe { glue::peermem_version() })
+}
+
+/// The `peer_client_name` module parameter.
+pub(crate) fn param_client_name() -> &'static str {
+    // SAFETY: no preconditions; returns the parameter's string.
+    static_str(unsafe { glue::peermem_param_client_name() })
+}
+
+/// The `mode` module parameter.
+pub(crate) fn param_mode() -> &'static str {
+    // SAFETY: no preconditions; returns the parameter's string.
+    static_str(unsafe { glue::peermem_param_mode() })
+}
+
+/// Monotonic clock, nanoseconds.
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: ktime_get_ns has no preconditions.
+    unsafe { glue::peermem_now_ns() }
+}
+
+/// A reference on this module: while one exists, `rmmod` is refused.
+///
+/// # Invariants
+///
+/// The value owns one reference taken with `try_module_get(THIS_MODULE)`.
+pub(crate) struct ModuleRef(());
+
+impl ModuleRef {
+    /// Takes a reference; fails while the module is being unloaded.
+    pub(crate) fn get() -> Result<Self> {
+        // SAFETY: try_module_get on our own module has no preconditions.
+        if unsafe { glue::peermem_module_get() } {
+            Ok(ModuleRef(()))
+        } else {
+            Err(ENODEV)
+        }
+    }
+}
+
+impl Drop for ModuleRef {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant we own one reference.
+        unsafe { glue::peermem_module_put() };
+    }
+}
+
+/// An exported symbol of another module, looked up by name at run time
+/// (`symbol_get`), so that we do not depend on that module's symbol
+/// versions at link time.
+///
+/// # Invariants
+///
+/// `addr` is the address of the exported symbol `name`, and the value owns
+/// one reference on the module exporting it (taken by `__symbol_get`), so
+/// the address stays valid until the value is dropped.
+pub(crate) struct Symbol {
+    name: &'static CStr,
+    addr: NonNull<c_void>,
+}
+
+impl Symbol {
+    /// Looks `name` up; `None` if no loaded module exports it.
+    pub(crate) fn get(name: &'static CStr) -> Option<Self> {
+        // SAFETY: `name` is a valid NUL-terminated string.
+        let addr = unsafe { glue::peermem_symbol_get(name.as_ptr().cast()) };
+        NonNull::new(addr).map(|addr| Symbol { name, addr })
+    }
+
+    /// The symbol's address, valid while `self` lives.
+    pub(crate) fn addr(&self) -> *mut c_void {
+        self.addr.as_ptr()
+    }
+}
+
+impl Drop for Symbol {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant we hold one reference on `name`.
+        unsafe { glue::peermem_symbol_put(self.name.as_ptr().cast()) };
+    }
+}
+
+// SAFETY: a `Symbol` is an address plus a module reference, neither tied to
+// a thread.
+unsafe impl Send for Symbol {}
+// SAFETY: `Symbol` has no interior mutability.
+unsafe impl Sync for Symbol {}
+
+/// The debugfs directory `peermem_rs/` with the `stats` file (root only).
+///
+/// # Invariants
+///
+/// While the value lives, the directory exists (created by
+/// `peermem_debugfs_create`).
+pub(crate) struct DebugFs(());
+
+impl DebugFs {
+    /// Creates the directory and the stats file.
+    pub(crate) fn create() -> Result<Self> {
+        // SAFETY: no preconditions; called once, at module load.
+        kernel::error::to_result(unsafe { glue::peermem_debugfs_create() })?;
+        Ok(DebugFs(()))
+    }
+}
+
+impl Drop for DebugFs {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant the directory exists; removing it
+        // waits for readers of `stats` to finish.
+        unsafe { glue::peermem_debugfs_remove() };
+    }
+}
+
+/// A `core::fmt::Write` sink into a seq_file (the debugfs `stats` read).
+pub(crate) struct SeqWriter {
+    seq: NonNull<crate::bindings::seq_file>,
+}
+
+impl SeqWriter {
+    /// # Safety
+    ///
+    /// `seq` must be the seq_file of a `show` call in progress, and the
+    /// writer must not outlive that call.
+    pub(crate) unsafe fn new(seq: NonNull<crate::bindings::seq_file>) -> Self {
+        SeqWriter { seq }
+    }
+}
+
+impl core::fmt::Write for SeqWriter {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        // SAFETY: by the contract of `new`, `seq` is valid; `s` is valid for
+        // `s.len()` bytes.
+        unsafe { glue::peermem_seq_write(self.seq.as_ptr(), s.as_ptr().cast(), s.len()) };
+        Ok(())
+    }
+}

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The life of one registration (one `ibv_reg_mr` served by us), as a pure
+//! state machine.  The kernel side (rust/registration.rs) keeps a [`State`]
+//! under the registration's lock, asks it what to do for each event, and
+//! performs the returned [`Action`] *after* dropping the lock: no NVIDIA
+//! driver call and no call into the RDMA core is ever made with our lock
+//! held, so the driver's lock (held around the free callback) and ours are
+//! never taken in both orders.
+//!
+//! ```text
+//!  acquire pins ──► Pinned ──get_pages──► Lent ──dma_map──► Mapping ──ok──► Mapped
+//!                     │                    ▲  ▲               │ failed        │
+//!                     │                    │  └───────────────┘               │ dma_unmap
+//!                     │                    └──────────── Unmapping ◄──────────┘
+//!                     │ release without get_pages                 │
+//!                     ▼                                           ▼
+//!                 Unpinning ◄──────────── put_pages (from Lent) ──┘
+//!                     │
+//!                     ▼
+//!                 Unpinned            (release frees the registration)
+//!
+//!  free callback (cudaFree, invalidate mode), from any state holding the pin:
+//!    Mapped                      ──► Invalidating ──(core fenced the DMA)──► Revoked
+//!    Pinned, Lent, Mapping,
+//!    Unmapping, Unpinning        ──► Revoked   (no DMA can be active: no key yet,
+//!                                               or the core already destroyed it)
+//!  In Invalidating and Revoked the driver owns (and frees) the page table and
+//!  the mapping: every later step skips the driver and only tidies our side.
+//! ```
+
+/// Where a registration is.  See the diagram in the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// `acquire` pinned the range; the core has not asked for the pages.
+    Pinned,
+    /// `get_pages` handed the pin to the core; not DMA-mapped.
+    Lent,
+    /// `dma_map` is in the driver.
+    Mapping,
+    /// DMA-mapped for the HCA: DMA may be in flight.
+    Mapped,
+    /// `dma_unmap` is in the driver.
+    Unmapping,
+    /// The pin is being released in the driver.
+    Unpinning,
+    /// We released the pin: nothing is held.
+    Unpinned,
+    /// The free callback is having the core fence DMA.
+    Invalidating,
+    /// The driver revoked the memory (cudaFree): DMA is fenced and the driver
+    /// frees the page table and mapping; nothing is held by us.
+    Revoked,
+}
+
+/// What the caller must do after a transition, outside the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing to do in the driver.
+    Nothing,
+    /// Call the driver (map, unmap or unpin, as the event says).
+    CallDriver,
+    /// Unmap in the driver, then unpin (the core skipped `dma_unmap`).
+    UnmapThenUnpin,
+    /// Ask the core to invalidate (fence DMA), then report `fence_done`.
+    Fence,
+}
+
+/// Why an event is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The GPU memory was freed (cudaFree) under the registration.
+    Revoked,
+    /// The core called us out of order (a contract violation by the core).
+    OutOfOrder,
+}
+
+impl State {
+    /// Whether the registration still holds the pin (and so the page table).
+    pub fn holds_pin(self) -> bool {
+        matches!(
+            self,
+            State::Pinned
+                | State::Lent
+                | State::Mapping
+                | State::Mapped
+                | State::Unmapping
+                | State::Unpinning
+        )
+    }
+
+    fn revoked(self) -> bool {
+        matches!(self, State::Invalidating | State::Revoked)
+    }
+
+    /// `get_pages`: the core takes the pages pinned by `acquire`.
+    pub fn get_pages(&mut self) -> Result<(), Refusal> {
+        match *self {
+            State::Pinned => {
+                *self = State::Lent;
+                Ok(())
+            }
+            s if s.revoked() => Err(Refusal::Revoked),
+            _ => Err(Refusal::OutOfOrder),
+        }
+    }
+
+    /// `dma_map` is about to call the driver.
+    pub fn map_begin(&mut self) -> Result<(), Refusal> {
+        match *self {
+            State::Lent => {
+                *self = State::Mapping;
+                Ok(())
+            }
+            s if s.revoked() => Err(Refusal::Revoked),
+            _ => Err(Refusal::OutOfOrder),
+        }
+    }
+
+    /// The driver's map call returned (`mapped`: it succeeded).  `Ok(true)`:
+    /// keep the mapping; `Ok(false)`: the map failed, nothing to keep;
+    /// `Err(Revoked)`: the memory was freed meanwhile and the driver owns
+    /// whatever it mapped: the caller must not touch it.
+    pub fn map_end(&mut self, mapped: bool) -> Result<bool, Refusal> {
+        match *self {
+            State::Mapping => {
+                *self = if mapped { State::Mapped } else { State::Lent };
+                Ok(mapped)
+            }
+            _ => Err(Refusal::Revoked),
+        }
+    }
+
+    /// `dma_unmap`: `CallDriver` to unmap, `Nothing` when the driver already
+    /// owns the mapping (revoked) or nothing was mapped.
+    pub fn unmap_begin(&mut self) -> Result<Action, Refusal> {
+        match *self {
+            State::Mapped => {
+                *self = State::Unmapping;
+                Ok(Action::CallDriver)
+            }
+            s if s.revoked() => Ok(Action::Nothing),
+            State::Lent => Ok(Action::Nothing),
+            _ => Err(Refusal::OutOfOrder),
+        }
+    }
+
+    /// The driver's unmap call returned.
+    pub fn unmap_end(&mut self) {
+        if *self == State::Unmapping {
+            *self = State::Lent;
+        }
+    }
+
+    /// `put_pages`, or `release` of a pin the core never took or never gave
+    /// back: what to do with the pin.
+    pub fn unpin_begin(&mut self) -> Action {
+        match *self {
+            State::Pinned | State::Lent => {
+                *self = State::Unpinning;
+                Action::CallDriver
+            }
+            State::Mapped => {
+                *self = State::Unpinning;
+                Action::UnmapThenUnpin
+            }
+            _ => Action::Nothing,
+        }
+    }
+
+    /// The driver's unpin call returned.  `true`: the free callback did not
+    /// run and now never will, so its reference to the registration is the
+    /// caller's to drop; `false`: the callback ran and drops it itself.
+    pub fn unpin_end(&mut self) -> bool {
+        match *self {
+            State::Unpinning => {
+                *self = State::Unpinned;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The driver's free callback (cudaFree of pinned memory).  `Fence`: the
+    /// caller must have the core invalidate, then call `fence_done`.
+    /// `Err(OutOfOrder)`: a callback for a pin we do not hold (a driver bug);
+    /// nothing to do.
+    pub fn free_callback(&mut self) -> Result<Action, Refusal> {
+        match *self {
+            State::Mapped => {
+                *self = State::Invalidating;
+                Ok(Action::Fence)
+            }
+            s if s.holds_pin() => {
+                *self = State::Revoked;
+                Ok(Action::Nothing)
+            }
+            _ => Err(Refusal::OutOfOrder),
+        }
+    }
+
+    /// The core returned from invalidate: no DMA is active any more.
+    pub fn fence_done(&mut self) {
+        *self = State::Revoked;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapped() -> State {
+        let mut s = State::Pinned;
+        s.get_pages().unwrap();
+        s.map_begin().unwrap();
+        assert_eq!(s.map_end(true), Ok(true));
+        assert_eq!(s, State::Mapped);
+        s
+    }
+
+    #[test]
+    fn normal_life() {
+        let mut s = mapped();
+        assert_eq!(s.unmap_begin(), Ok(Action::CallDriver));
+        s.unmap_end();
+        assert_eq!(s, State::Lent);
+        assert_eq!(s.unpin_begin(), Action::CallDriver);
+        assert!(s.unpin_end());
+        assert_eq!(s, State::Unpinned);
+        // release after put_pages: nothing left.
+        assert_eq!(s.unpin_begin(), Action::Nothing);
+        assert!(!s.holds_pin());
+    }
+
+    #[test]
+    fn abandoned_pin_is_unpinned_by_release() {
+        let mut s = State::Pinned;
+        assert_eq!(s.unpin_begin(), Action::CallDriver);
+        assert!(s.unpin_end());
+    }
+
+    #[test]
+    fn failed_map_goes_back_to_lent() {
+        let mut s = State::Pinned;
+        s.get_pages().unwrap();
+        s.map_begin().unwrap();
+        assert_eq!(s.map_end(false), Ok(false));
+        assert_eq!(s, State::Lent);
+        assert_eq!(s.unmap_begin(), Ok(Action::Nothing));
+    }
+
+    #[test]
+    fn free_while_mapped_fences_then_revokes() {
+        let mut s = mapped();
+        assert_eq!(s.free_callback(), Ok(Action::Fence));
+        // The core re-enters dma_unmap/put_pages from invalidate (no
+        // INVALIDATE_UNMAPS) or a dereg runs concurrently: no driver calls.
+        assert_eq!(s.unmap_begin(), Ok(Action::Nothing));
+        assert_eq!(s.unpin_begin(), Action::Nothing);
+        s.fence_done();
+        assert_eq!(s, State::Revoked);
+        assert!(!s.unpin_end());
+        assert_eq!(s.get_pages(), Err(Refusal::Revoked));
+    }
+
+    #[test]
+    fn free_before_get_pages_or_map_needs_no_fence() {
+        for steps in 0..3 {
+            let mut s = State::Pinned;
+            if steps >= 1 {
+                s.get_pages().unwrap();
+            }
+            if steps >= 2 {
+                s.map_begin().unwrap();
+            }
+            assert_eq!(s.free_callback(), Ok(Action::Nothing));
+            assert_eq!(s, State::Revoked);
+        }
+        let mut s = State::Revoked;
+        assert_eq!(s.map_begin(), Err(Refusal::Revoked));
+    }
+
+    #[test]
+    fn free_during_map_discards_the_mapping() {
+        let mut s = State::Pinned;
+        s.get_pages().unwrap();
+        s.map_begin().unwrap();
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
+        assert_eq!(s.map_end(true), Err(Refusal::Revoked));
+    }
+
+    #[test]
+    fn free_during_unpin_leaves_the_reference_to_the_callback() {
+        let mut s = mapped();
+        s.unmap_begin().unwrap();
+        s.unmap_end();
+        assert_eq!(s.unpin_begin(), Action::CallDriver);
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
+        assert!(!s.unpin_end());
+        assert_eq!(s, State::Revoked);
+    }
+
+    #[test]
+    fn spurious_callbacks_and_out_of_order_calls_are_refused() {
+        let mut s = State::Unpinned;
+        assert_eq!(s.free_callback(), Err(Refusal::OutOfOrder));
+        let mut s = State::Revoked;
+        assert_eq!(s.free_callback(), Err(Refusal::OutOfOrder));
+        let mut s = mapped();
+        assert_eq!(s.get_pages(), Err(Refusal::OutOfOrder));
+        assert_eq!(s.map_begin(), Err(Refusal::OutOfOrder));
+        let mut s = State::Pinned;
+        assert_eq!(s.unmap_begin(), Err(Refusal::OutOfOrder));
+    }
+
+    #[test]
+    fn core_skipping_dma_unmap_still_unmaps() {
+        let mut s = mapped();
+        assert_eq!(s.unpin_begin(), Action::UnmapThenUnpin);
+        assert!(s.unpin_end());
+    }
+}

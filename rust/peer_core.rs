@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The RDMA core's peer-memory interface (ib_uverbs on MOFED/DOCA-OFED and
+//! NVIDIA kernels, ib_core on old MOFED), found by name at load time:
+//! registering our client table ([`ClientRegistration`]) and asking the core
+//! to fence DMA on a registration ([`Invalidator`]).
+
+use core::ffi::c_void;
+use core::ptr::{self, NonNull};
+
+use kernel::prelude::*;
+
+use crate::bindings::{
+    ib_register_peer_memory_client_t, ib_unregister_peer_memory_client_t, invalidate_peer_memory,
+    peer_memory_client, peer_memory_client_ex,
+};
+use crate::glue::Symbol;
+
+/// The resolved register/unregister pair.
+///
+/// # Invariants
+///
+/// The function pointers are the exported symbols of the same names, kept
+/// valid by `_refs`.
+pub(crate) struct PeerCore {
+    register: unsafe extern "C" fn(
+        *const peer_memory_client,
+        *mut invalidate_peer_memory,
+    ) -> *mut c_void,
+    unregister: unsafe extern "C" fn(*mut c_void),
+    _refs: [Symbol; 2],
+}
+
+impl PeerCore {
+    /// Looks up the interface; `None` if this RDMA stack has none.
+    pub(crate) fn find() -> Option<Self> {
+        let reg = Symbol::get(c"ib_register_peer_memory_client")?;
+        let unreg = Symbol::get(c"ib_unregister_peer_memory_client")?;
+        // SAFETY: the symbols are the exported functions of those names,
+        // whose C types are the typedefs of include/peer-mem-abi.h; a
+        // function address and `Option<fn>` have the same representation.
+        let (register, unregister) = unsafe {
+            (
+                core::mem::transmute::<*mut c_void, ib_register_peer_memory_client_t>(reg.addr()),
+                core::mem::transmute::<*mut c_void, ib_unregister_peer_memory_client_t>(
+                    unreg.addr(),
+                ),
+            )
+        };
+        Some(PeerCore {
+            register: register?,
+            unregister: unregister?,
+            _refs: [reg, unreg],
+        })
+    }
+}
+
+/// Our client table, registered with the core.
+///
+/// # Invariants
+///
+/// `handle` is the core's handle for `table`, which lives in a box at a
+/// fixed address until the value is dropped; dropping unregisters first.
+pub(crate) struct ClientRegistration {
+    core: PeerCore,
+    handle: NonNull<c_void>,
+    invalidate: Option<Invalidator>,
+    _table: KBox<peer_memory_client_ex>,
+}
+
+// SAFETY: the handle and table are used only through the core's API, which
+// may be called from any thread.
+unsafe impl Send for ClientRegistration {}
+// SAFETY: no interior mutability on our side.
+unsafe impl Sync for ClientRegistration {}
+
+impl ClientRegistration {
+    /// Registers `table`.  With `invalidation`, asks the core for its
+    /// invalidate function (an invalidation-capable client); the table must
+    /// then be an extended one.  `Err(EEXIST)`: the core refused (a client of
+    /// that name exists).
+    pub(crate) fn register(
+        core: PeerCore,
+        table: KBox<peer_memory_client_ex>,
+        invalidation: bool,
+    ) -> Result<Self> {
+        let mut invalidate: invalidate_peer_memory = None;
+        let slot = if invalidation {
+            &mut invalidate as *mut invalidate_peer_memory
+        } else {
+            ptr::null_mut()
+        };
+        // SAFETY: `table` is a complete client table whose functions stay
+        // valid while this module is loaded, at a fixed heap address that we
+        // keep until unregistering; `slot` is null or a valid out pointer.
+        let handle = unsafe { (core.register)(&table.client, slot) };
+        let handle = NonNull::new(handle).ok_or(EEXIST)?;
+        let invalidate = match (invalidation, invalidate) {
+            (true, Some(f)) => Some(Invalidator { f, handle }),
+            (true, None) => {
+                // SAFETY: `handle` was just returned by register.
+                unsafe { (core.unregister)(handle.as_ptr()) };
+                return Err(EOPNOTSUPP);
+            }
+            (false, _) => None,
+        };
+        Ok(ClientRegistration {
+            core,
+            handle,
+            invalidate,
+            _table: table,
+        })
+    }
+
+    /// The core's invalidate entry point, for an invalidation client.
+    pub(crate) fn invalidator(&self) -> Option<Invalidator> {
+        self.invalidate
+    }
+}
+
+impl Drop for ClientRegistration {
+    fn drop(&mut self) {
+        // SAFETY: `handle` is our registration (type invariant), released
+        // once; the core returns only when no registration of ours is left.
+        unsafe { (self.core.unregister)(self.handle.as_ptr()) };
+    }
+}
+
+/// The core's invalidate function with our registration handle.
+///
+/// # Invariants
+///
+/// `f` and `handle` come from one successful registration, which outlives
+/// every registration (MR) that can be invalidated.
+#[derive(Clone, Copy)]
+pub(crate) struct Invalidator {
+    f: unsafe extern "C" fn(*mut c_void, u64) -> kernel::ffi::c_int,
+    handle: NonNull<c_void>,
+}
+
+// SAFETY: the core's invalidate may be called from any thread.
+unsafe impl Send for Invalidator {}
+// SAFETY: plain data.
+unsafe impl Sync for Invalidator {}
+
+impl Invalidator {
+    /// Asks the core to stop all DMA to the registration `core_context`; on
+    /// return no DMA is active.  May re-enter our dma_unmap/put_pages (cores
+    /// that ignore `PEER_MEM_INVALIDATE_UNMAPS`).
+    pub(crate) fn invalidate(&self, core_context: u64) -> Result {
+        // SAFETY: by the type invariant `f` and `handle` are valid;
+        // `core_context` is the id the core gave that registration.
+        kernel::error::to_result(unsafe { (self.f)(self.handle.as_ptr(), core_context) })
+    }
+}

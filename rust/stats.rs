@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Counters, shown in debugfs (`peermem_rs/stats`, root only).  Only counts
+//! and sizes: no kernel addresses.
+
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::logic::histogram;
+
+/// What went wrong, for the per-kind error counters.
+#[derive(Clone, Copy)]
+pub(crate) enum ErrorKind {
+    /// The driver refused to pin (other than "not GPU memory").
+    Pin,
+    /// The driver refused to DMA-map.
+    DmaMap,
+    /// The driver failed a DMA unmap.
+    DmaUnmap,
+    /// The driver failed an unpin.
+    Unpin,
+    /// The core's DMA device is not a PCI device.
+    NotPci,
+    /// A page table or mapping we cannot read (version, page size, entries).
+    Unsupported,
+    /// A step on memory that cudaFree already revoked.
+    Revoked,
+    /// The core called us out of order.
+    OutOfOrder,
+    /// Out of memory.
+    NoMemory,
+    /// The core failed to invalidate.
+    Invalidate,
+}
+
+const ERROR_KINDS: usize = 10;
+const ERROR_NAMES: [&str; ERROR_KINDS] = [
+    "pin",
+    "dma_map",
+    "dma_unmap",
+    "unpin",
+    "not_pci",
+    "unsupported",
+    "revoked",
+    "out_of_order",
+    "no_memory",
+    "invalidate",
+];
+
+/// The module's counters.
+pub(crate) struct Stats {
+    registrations: AtomicU64,
+    deregistrations: AtomicU64,
+    pinned_bytes: AtomicU64,
+    invalidations: AtomicU64,
+    declined: AtomicU64,
+    sg_before: AtomicU64,
+    sg_after: AtomicU64,
+    errors: [AtomicU64; ERROR_KINDS],
+    pin_time: [AtomicU64; histogram::BUCKETS],
+}
+
+/// The counters of this module.
+pub(crate) static STATS: Stats = Stats::new();
+
+impl Stats {
+    const fn new() -> Self {
+        #[allow(clippy::declare_interior_mutable_const)]
+        const ZERO: AtomicU64 = AtomicU64::new(0);
+        Stats {
+            registrations: ZERO,
+            deregistrations: ZERO,
+            pinned_bytes: ZERO,
+            invalidations: ZERO,
+            declined: ZERO,
+            sg_before: ZERO,
+            sg_after: ZERO,
+            errors: [ZERO; ERROR_KINDS],
+            pin_time: [ZERO; histogram::BUCKETS],
+        }
+    }
+
+    /// A range was pinned and claimed (`acquire` said "mine").
+    pub(crate) fn pinned(&self, bytes: u64, pin_ns: u64) {
+        self.registrations.fetch_add(1, Relaxed);
+        self.pinned_bytes.fetch_add(bytes, Relaxed);
+        self.pin_time[histogram::bucket(pin_ns / 1000)].fetch_add(1, Relaxed);
+    }
+
+    /// A pin ended (unpinned by us or revoked by the driver).
+    pub(crate) fn unpinned(&self, bytes: u64) {
+        self.pinned_bytes.fetch_sub(bytes, Relaxed);
+    }
+
+    /// A registration was released by the core.
+    pub(crate) fn released(&self) {
+        self.deregistrations.fetch_add(1, Relaxed);
+    }
+
+    /// `acquire` said "not mine".
+    pub(crate) fn declined(&self) {
+        self.declined.fetch_add(1, Relaxed);
+    }
+
+    /// cudaFree revoked a registration.
+    pub(crate) fn invalidated(&self) {
+        self.invalidations.fetch_add(1, Relaxed);
+    }
+
+    /// A DMA mapping of `pages` GPU pages became `entries` SG entries.
+    pub(crate) fn coalesced(&self, pages: u64, entries: u64) {
+        self.sg_before.fetch_add(pages, Relaxed);
+        self.sg_after.fetch_add(entries, Relaxed);
+    }
+
+    /// Counts an error.
+    pub(crate) fn error(&self, kind: ErrorKind) {
+        self.errors[kind as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Registrations claimed and not yet released.
+    pub(crate) fn live(&self) -> u64 {
+        let reg = self.registrations.load(Relaxed);
+        reg.saturating_sub(self.deregistrations.load(Relaxed))
+    }
+
+    /// Writes the counters as `name value` lines.
+    pub(crate) fn render(&self, w: &mut impl Write, mode: &str, name: &str) -> fmt::Result {
+        writeln!(w, "client {name}")?;
+        writeln!(w, "mode {mode}")?;
+        writeln!(w, "live_registrations {}", self.live())?;
+        writeln!(w, "pinned_bytes {}", self.pinned_bytes.load(Relaxed))?;
+        writeln!(w, "registrations {}", self.registrations.load(Relaxed))?;
+        writeln!(w, "deregistrations {}", self.deregistrations.load(Relaxed))?;
+        writeln!(w, "invalidations {}", self.invalidations.load(Relaxed))?;
+        writeln!(w, "declined_acquires {}", self.declined.load(Relaxed))?;
+        writeln!(w, "sg_entries_before_coalescing {}", self.sg_before.load(Relaxed))?;
+        writeln!(w, "sg_entries_after_coalescing {}", self.sg_after.load(Relaxed))?;
+        for (name, n) in ERROR_NAMES.iter().zip(&self.errors) {
+            writeln!(w, "errors.{name} {}", n.load(Relaxed))?;
+        }
+        for (b, n) in self.pin_time.iter().enumerate() {
+            let n = n.load(Relaxed);
+            if n != 0 {
+                writeln!(w, "pin_time_us.ge_{} {n}", histogram::bucket_floor_us(b))?;
+            }
+        }
+        Ok(())
+    }
+}
