@@ -5,9 +5,23 @@
 //! kernel being built against.  Nothing else in the crate looks at the
 //! kernel version.
 
+use kernel::error::Error;
+
 /// The kernel series this module was built for, for log lines.
 #[cfg(peermem_kernel_6)]
 pub(crate) const KERNEL_SERIES: &str = "6.x";
 /// The kernel series this module was built for, for log lines.
 #[cfg(not(peermem_kernel_6))]
 pub(crate) const KERNEL_SERIES: &str = "7.x";
+
+/// `EOPNOTSUPP`: 6.12's kernel crate has no constant for it.
+#[cfg(peermem_kernel_6)]
+pub(crate) fn eopnotsupp() -> Error {
+    Error::from_errno(-(kernel::bindings::EOPNOTSUPP as i32))
+}
+
+/// `EOPNOTSUPP`.
+#[cfg(not(peermem_kernel_6))]
+pub(crate) fn eopnotsupp() -> Error {
+    kernel::error::code::EOPNOTSUPP
+}

@@ -162,7 +162,7 @@ impl NvidiaP2p {
             (None, Some(p)) => unsafe {
                 (p.get)(range.start(), range.len(), &mut table, NVIDIA_P2P_FLAGS_DEFAULT)
             },
-            (None, None) => return Err(EOPNOTSUPP),
+            (None, None) => return Err(crate::compat::eopnotsupp()),
         };
         kernel::error::to_result(rc)?;
         let ptr = NonNull::new(table).ok_or(EIO)?;

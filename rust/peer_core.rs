@@ -100,7 +100,7 @@ impl ClientRegistration {
             (true, None) => {
                 // SAFETY: `handle` was just returned by register.
                 unsafe { (core.unregister)(handle.as_ptr()) };
-                return Err(EOPNOTSUPP);
+                return Err(crate::compat::eopnotsupp());
             }
             (false, _) => None,
         };

@@ -10,10 +10,14 @@
 # instead of building (~13 min on 2 cores).
 . "$(dirname "$0")/lib.sh"
 KREL=$DEBUG_KERNEL
-S=/build/linux-source-6.12; O=/build/kernel-$KREL
-key=$(cat "$BENCH/debug-6.12.config" "$0" | { cat; echo "$DEBUG_KERNEL_SRCVER $RUSTC_PKGVER $LLVM_PKGVER $KREL"; } |
+# Bump when this script changes what it builds.
+KERNEL_REV=1
+key=$(cat "$BENCH/debug-6.12.config" | { cat; echo "$DEBUG_KERNEL_SRCVER $RUSTC_PKGVER $LLVM_PKGVER $KREL $KERNEL_REV"; } |
       sha256sum | cut -c1-12)
-stamp_ok "kernel-$KREL-$key" && exit 0
+# Each configuration builds in a directory of its own; /build/kernel-$KREL
+# (what the other scripts use) is switched to it once it is complete.
+S=/build/linux-source-6.12; O=/build/kernel-$KREL-$key; CURRENT=/build/kernel-$KREL
+stamp_ok "kernel-$KREL-$key" && [ "$(readlink "$ROOT$CURRENT")" = "${O##*/}" ] && exit 0
 root_mount
 tarball=$CACHE/kernel-$KREL-$key.tar.zst
 MK="nice make -C $S O=$O -j$(nproc) LLVM=1 LOCALVERSION=$DEBUG_KERNEL_LOCALVERSION"
@@ -23,7 +27,7 @@ if [ ! -d "$ROOT$S" ]; then
 fi
 if [ -f "$tarball" ]; then
   log "restoring the debug kernel from $tarball"
-  rm -rf "$ROOT$O" "$ROOT/lib/modules/$KREL"; mkdir -p "$ROOT$O"
+  rm -rf "$ROOT$O" "$ROOT/lib/modules/$KREL"
   tar -C "$ROOT" --zstd -xf "$tarball"
 else
   rm -rf "$ROOT$O"; mkdir -p "$ROOT$O"
@@ -45,6 +49,8 @@ else
     { tail -40 "$CACHE/kernel-$KREL.log"; die "the debug kernel build failed (log: $CACHE/kernel-$KREL.log)"; }
   rm -rf "$ROOT/lib/modules/$KREL"
   in_root $MK INSTALL_MOD_PATH=/ modules_install > /dev/null
+  # modules_install links build/ to the build directory: keep it stable.
+  ln -sfn "$CURRENT" "$ROOT/lib/modules/$KREL/build"
   [ "$(cat "$ROOT$O/include/config/kernel.release")" = "$KREL" ] || die "kernel release is not $KREL"
   log "caching the debug kernel build as $tarball"
   # Out-of-tree modules need the configured tree, Module.symvers and the Rust
@@ -54,4 +60,6 @@ else
     && mv "$tarball.tmp" "$tarball"
   ls -la "$tarball"
 fi
+rm -rf "$ROOT$CURRENT"
+ln -sfn "${O##*/}" "$ROOT$CURRENT"
 stamp_set "kernel-$KREL-$key"

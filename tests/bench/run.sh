@@ -92,6 +92,25 @@ case $mode in
   demo)
     KERNELS=${KVER:-$DEFAULT_KERNEL}; CASES=demo ;;
 esac
+# The negative controls (tests/vm/selfcheck.list), in a boot of their own:
+# each must fail, for the reason its regex names.
+selfcheck() {
+  local k=$1 list out name re section
+  list=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/selfcheck.list" | cut -f1 | paste -sd,)
+  out=$RESULTS/selfcheck-$k.out
+  echo "-- $k: negative controls (each must be caught)"
+  RESULTS=$RESULTS/selfcheck timed "selfcheck $k" bash "$BENCH/vm.sh" "$k" "$list" > "$out" 2>&1 || true
+  while IFS=$'\t' read -r name re; do
+    case "$name" in ''|'#'*) continue;; esac
+    section=$(sed -n "/VMCASE-BEGIN $name\$/,/VMCASE-END $name /p" "$out")
+    if echo "$section" | grep -q "VMCASE-END $name FAIL" && echo "$section" | grep -qE "$re"; then
+      echo "ok   - control $name was caught ($re)"; record pass "selfcheck:$name"
+    else
+      echo "FAIL - control $name was NOT caught by the bench (wanted: $re)"; record fail "$k:selfcheck:$name"
+    fi
+  done < "$TOP/tests/vm/selfcheck.list"
+}
+[ -n "${CASES:-}" ] && CASES_GIVEN=1
 if [ -z "${CASES:-}" ]; then
   CASES=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/suite.list" | paste -sd,)
 fi
@@ -112,5 +131,6 @@ for k in $KERNELS; do
   sk=$(echo "$s" | sed -nE 's/.* skipped=([0-9]+).*/\1/p'); fc=$(echo "$s" | sed -nE 's/.*failed_cases=(.*)$/\1/p')
   passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+sk))
   for c in ${fc//,/ }; do failures+=("$k:$c"); done
+  if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && is_debug_kernel "$k"; then selfcheck "$k"; fi
 done
 summary

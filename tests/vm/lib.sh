@@ -21,8 +21,9 @@ ok()   { echo "ok   - $*"; }
 bad()  { echo "FAIL - $*"; rc=1; }
 skip() { echo "skip - $*"; exit 77; }
 finish() { exit $rc; }
-# check "description" cmd... : ok if the command succeeds, else bad.
-check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+# check "description" cmd... : ok if the command succeeds, else bad; returns
+# the command's status, so `check ... || finish` stops a case early.
+check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; return 1; fi; }
 # Expect a command to fail with an errno message (e.g. insmod's).
 fails_with() { # fails_with "description" "regex of the error" cmd...
   local d=$1 re=$2 out; shift 2
