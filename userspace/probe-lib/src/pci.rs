@@ -66,7 +66,7 @@ pub fn parse_config(c: &[u8]) -> ConfigInfo {
     if c.len() >= 0x100 && rd16(c, 0x06).unwrap_or(0) & 0x10 != 0 {
         let mut ptr = (c[0x34] & 0xfc) as usize;
         let mut guard = 0;
-        while ptr >= 0x40 && ptr < 0x100 && guard < 48 {
+        while (0x40..0x100).contains(&ptr) && guard < 48 {
             let id = c[ptr];
             if id == 0x10 {
                 let caps = rd16(c, ptr + 2).unwrap_or(0);
@@ -198,6 +198,17 @@ pub fn is_bdf(s: &str) -> bool {
             .all(|(i, ch)| matches!(i, 4 | 7 | 10) || ch.is_ascii_hexdigit())
 }
 
+/// CUDA writes bus ids as `00000000:3B:00.0`; sysfs as `0000:3b:00.0`.
+pub fn normalize_bdf(s: &str) -> String {
+    let s = s.trim().to_ascii_lowercase();
+    match s.split_once(':') {
+        Some((dom, rest)) if dom.len() > 4 && dom[..dom.len() - 4].chars().all(|c| c == '0') => {
+            format!("{}:{rest}", &dom[dom.len() - 4..])
+        }
+        _ => s,
+    }
+}
+
 /// All PCI functions, sorted by address.
 pub fn all_devices(root: &SysRoot) -> Vec<PciDev> {
     root.list("/sys/bus/pci/devices")
@@ -207,7 +218,10 @@ pub fn all_devices(root: &SysRoot) -> Vec<PciDev> {
 }
 
 pub fn nvidia_gpus(root: &SysRoot) -> Vec<PciDev> {
-    all_devices(root).into_iter().filter(|d| d.is_nvidia_gpu()).collect()
+    all_devices(root)
+        .into_iter()
+        .filter(|d| d.is_nvidia_gpu())
+        .collect()
 }
 
 /// How a GPU and a NIC reach each other, from best to worst for P2P.
@@ -327,8 +341,8 @@ pub fn topology(root: &SysRoot, a: &PciDev, b: &PciDev) -> Topology {
         let anc_type = PciDev::load(root, anc)
             .map(|d| d.config(root).port_type)
             .unwrap_or(PortType::Unknown);
-        let is_root_port = anc_type == PortType::RootPort
-            || (anc_type == PortType::Unknown && common == 2);
+        let is_root_port =
+            anc_type == PortType::RootPort || (anc_type == PortType::Unknown && common == 2);
         if is_root_port {
             (
                 PathVerdict::SameRootPort,
@@ -377,10 +391,22 @@ mod tests {
     fn config_port_types_and_acs() {
         let i = parse_config(&cfg(6, Some(0x1d), 4096));
         assert_eq!(i.port_type, PortType::SwitchDownstream);
-        assert_eq!(i.acs, Acs::Present { control: 0x1d, redirect: true });
+        assert_eq!(
+            i.acs,
+            Acs::Present {
+                control: 0x1d,
+                redirect: true
+            }
+        );
         let i = parse_config(&cfg(4, Some(0x01), 4096));
         assert_eq!(i.port_type, PortType::RootPort);
-        assert_eq!(i.acs, Acs::Present { control: 0x01, redirect: false });
+        assert_eq!(
+            i.acs,
+            Acs::Present {
+                control: 0x01,
+                redirect: false
+            }
+        );
         let i = parse_config(&cfg(5, None, 4096));
         assert_eq!(i.port_type, PortType::SwitchUpstream);
         assert_eq!(i.acs, Acs::Absent);
@@ -396,5 +422,7 @@ mod tests {
         assert!(!is_bdf("pci0000:00"));
         assert!(!is_bdf("0000:3b:00"));
         assert!(!is_bdf("0000:zz:00.0"));
+        assert_eq!(normalize_bdf("00000000:3B:00.0"), "0000:3b:00.0");
+        assert_eq!(normalize_bdf("0001:01:00.0"), "0001:01:00.0");
     }
 }

@@ -103,6 +103,12 @@ fn bar1_text(ctx: &Context) -> String {
 pub fn diagnose(step: Step, errno: i32, ctx: &Context) -> Diagnosis {
     use Step::*;
     match (step, errno) {
+        // GPU registrations are not charged to RLIMIT_MEMLOCK by the peer
+        // and dma-buf paths: BAR1 first.
+        (RegGpu | RegDmabuf, libc::ENOMEM | libc::ENOSPC) if bar1_small(ctx) => d(
+            format!("GPU BAR1 space exhausted ({})", bar1_text(ctx)),
+            "register smaller buffers, free other registrations, or enable a larger BAR1 (Resizable BAR in the BIOS; data-center GPUs expose all memory)",
+        ),
         (RegHost | RegGpu | RegDmabuf | CreateQp, libc::ENOMEM) if memlock_small(ctx) => d(
             "RLIMIT_MEMLOCK is too small for this registration",
             "raise the locked-memory limit: `ulimit -l unlimited` or memlock in /etc/security/limits.conf (systemd: LimitMEMLOCK=infinity)",
@@ -121,10 +127,6 @@ pub fn diagnose(step: Step, errno: i32, ctx: &Context) -> Diagnosis {
                 client_names(ctx.sys)
             ),
             "check dmesg for the client's messages; make sure the client and nvidia.ko come from the same driver install and the buffer is cuMemAlloc memory (not managed memory)",
-        ),
-        (RegGpu | RegDmabuf, libc::ENOMEM | libc::ENOSPC) if bar1_small(ctx) => d(
-            format!("GPU BAR1 space exhausted ({})", bar1_text(ctx)),
-            "register smaller buffers, free other registrations, or enable a larger BAR1 (Resizable BAR in the BIOS; data-center GPUs expose all memory)",
         ),
         (RegGpu | RegDmabuf, libc::EINVAL) if bar1_small(ctx) => d(
             format!("registration larger than the GPU can map ({})", bar1_text(ctx)),
@@ -284,6 +286,40 @@ pub fn no_rdma_device() -> Diagnosis {
         "no RDMA device is visible to libibverbs",
         "load the NIC's RDMA driver (e.g. `modprobe mlx5_ib`) and ib_uverbs; for a software test, `rdma link add rxe0 type rxe netdev eth0`",
     )
+}
+
+/// Diagnoses a failed RDMA CM step from its message (the event names
+/// librdmacm reports, or a timeout).
+pub fn diagnose_cm(msg: &str) -> Option<Diagnosis> {
+    if msg.contains("REJECTED") {
+        Some(d(
+            "the peer refused the connection: nothing listens on that address and port",
+            "start `peermem-probe pair --listen` on the peer first, with the same --port",
+        ))
+    } else if msg.contains("ADDR_ERROR")
+        || msg.contains("ROUTE_ERROR")
+        || msg.contains("rdma_resolve_addr")
+    {
+        Some(d(
+            "no RDMA device serves a route to this address",
+            "use an address reachable through a netdev that has an RDMA device (`rdma link show`), or pick the local side with --bind",
+        ))
+    } else if msg.contains("UNREACHABLE")
+        || msg.contains("no RDMA CM event")
+        || msg.contains("did not answer")
+    {
+        Some(d(
+            "the peer did not answer",
+            "check IP connectivity and firewalls (RoCE v2 uses UDP port 4791) and that both ports are ACTIVE; is the peer still running?",
+        ))
+    } else if msg.contains("rdma_bind_addr") {
+        Some(d(
+            "cannot listen on that address",
+            "listen on an address of a netdev with an RDMA device, or on 0.0.0.0; another listener may hold the port",
+        ))
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,9 @@ impl Default for SysRoot {
 impl SysRoot {
     /// The running system (`/`).
     pub fn live() -> Self {
-        Self { root: PathBuf::from("/") }
+        Self {
+            root: PathBuf::from("/"),
+        }
     }
 
     /// A fixture tree (or a chroot). The path is made absolute so that the

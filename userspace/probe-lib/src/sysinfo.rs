@@ -196,8 +196,10 @@ const PEER_SYMBOL: &str = "ib_register_peer_memory_client";
 /// stacks): visible in kallsyms once loaded, else in modules.symbols.
 fn peer_interface(root: &SysRoot, kernel: &str) -> Option<bool> {
     let has = |text: &str| {
-        text.lines()
-            .any(|l| l.split_whitespace().any(|w| w == PEER_SYMBOL || w == format!("symbol:{PEER_SYMBOL}")))
+        text.lines().any(|l| {
+            l.split_whitespace()
+                .any(|w| w == PEER_SYMBOL || w == format!("symbol:{PEER_SYMBOL}"))
+        })
     };
     if let Some(k) = root.read("/proc/kallsyms") {
         if has(&k) {
@@ -239,7 +241,9 @@ pub fn parse_nvidia_version(text: &str) -> Option<NvidiaDriver> {
     let version = line
         .split_whitespace()
         .find(|w| {
-            w.contains('.') && w.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+            w.contains('.')
+                && w.split('.')
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
         })?
         .to_string();
     Some(NvidiaDriver { flavour, version })
@@ -326,7 +330,10 @@ mod tests {
         .unwrap();
         assert_eq!(o.flavour, DriverFlavour::Open);
         assert_eq!(o.version, "595.45.04");
-        let p = parse_nvidia_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May\n").unwrap();
+        let p = parse_nvidia_version(
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May\n",
+        )
+        .unwrap();
         assert_eq!(p.flavour, DriverFlavour::Proprietary);
         assert_eq!(p.version, "535.183.01");
         assert!(parse_nvidia_version("garbage").is_none());

@@ -1,0 +1,410 @@
+//! `bench`: ibv_reg_mr / ibv_dereg_mr latency by size on host and GPU
+//! memory, and RDMA-write bandwidth over a loopback pair. Numbers only:
+//! a slow result never fails.
+
+use crate::cuda::{self, CudaState, GpuCtx};
+use crate::loopback::Loopback;
+use crate::memory::{Buffer, HostBuf};
+use crate::remedy::{self, Context as RCtx, Step};
+use crate::report::{exit_code, overall, Status};
+use crate::root::SysRoot;
+use crate::sysinfo::SysState;
+use crate::verbs;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub device: Option<String>,
+    pub gpu: i32,
+    pub host_only: bool,
+    pub sizes: Vec<usize>,
+    pub iters: usize,
+    pub bw_size: usize,
+    pub bw_iters: usize,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RegRow {
+    pub memory: &'static str,
+    pub size: u64,
+    pub status: Status,
+    pub iterations: usize,
+    pub reg_p50_us: Option<f64>,
+    pub reg_p99_us: Option<f64>,
+    pub dereg_p50_us: Option<f64>,
+    pub dereg_p99_us: Option<f64>,
+    pub error: Option<String>,
+    pub cause: Option<String>,
+    pub remedy: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BwRow {
+    pub path: &'static str,
+    pub size: u64,
+    pub status: Status,
+    pub iterations: usize,
+    pub gbit_per_s: Option<f64>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    pub command: &'static str,
+    pub version: &'static str,
+    pub status: Status,
+    pub exit_code: i32,
+    pub rdma_device: Option<String>,
+    pub gpu: Option<String>,
+    pub registration: Vec<RegRow>,
+    pub bandwidth: Vec<BwRow>,
+}
+
+/// Progress: the total number of steps once, then one tick per step.
+pub trait Progress {
+    fn start(&mut self, total: u64);
+    fn tick(&mut self, msg: &str);
+}
+
+/// The p-th percentile (0..=100) of sorted samples, in microseconds.
+pub fn percentile(sorted: &[Duration], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
+    Some(sorted[rank.min(sorted.len() - 1)].as_secs_f64() * 1e6)
+}
+
+fn reg_row(memory: &'static str, size: usize, iters: usize) -> RegRow {
+    RegRow {
+        memory,
+        size: size as u64,
+        status: Status::Pass,
+        iterations: iters,
+        reg_p50_us: None,
+        reg_p99_us: None,
+        dereg_p50_us: None,
+        dereg_p99_us: None,
+        error: None,
+        cause: None,
+        remedy: None,
+    }
+}
+
+fn untested(mut r: RegRow, err: &str, d: remedy::Diagnosis) -> RegRow {
+    r.status = Status::Untested;
+    r.error = Some(err.to_string());
+    r.cause = Some(d.cause);
+    r.remedy = Some(d.remedy);
+    r
+}
+
+fn bw_row(path: &'static str, o: &BenchOptions) -> BwRow {
+    BwRow {
+        path,
+        size: o.bw_size as u64,
+        status: Status::Pass,
+        iterations: o.bw_iters,
+        gbit_per_s: None,
+        error: None,
+    }
+}
+
+pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
+    let root = SysRoot::live();
+    let sys = SysState::gather(&root);
+    let mut rep = BenchReport {
+        command: "bench",
+        version: env!("CARGO_PKG_VERSION"),
+        status: Status::Pass,
+        exit_code: 0,
+        rdma_device: None,
+        gpu: None,
+        registration: Vec::new(),
+        bandwidth: Vec::new(),
+    };
+    let finish = |mut rep: BenchReport| {
+        let code = exit_code(
+            rep.registration
+                .iter()
+                .map(|r| r.status)
+                .chain(rep.bandwidth.iter().map(|b| b.status)),
+        );
+        rep.exit_code = code;
+        rep.status = overall(code);
+        rep
+    };
+    let dev = match verbs::device_names() {
+        Err(e) => {
+            rep.registration.push(untested(
+                reg_row("host", 0, 0),
+                &e,
+                remedy::no_libibverbs(&e),
+            ));
+            return finish(rep);
+        }
+        Ok(names) => match &o.device {
+            Some(d) if names.contains(d) => d.clone(),
+            Some(d) => {
+                rep.registration.push(untested(
+                    reg_row("host", 0, 0),
+                    &format!("no RDMA device '{d}'"),
+                    remedy::no_rdma_device(),
+                ));
+                return finish(rep);
+            }
+            None => match names.first() {
+                Some(n) => n.clone(),
+                None => {
+                    rep.registration.push(untested(
+                        reg_row("host", 0, 0),
+                        "no RDMA devices",
+                        remedy::no_rdma_device(),
+                    ));
+                    return finish(rep);
+                }
+            },
+        },
+    };
+    rep.rdma_device = Some(dev.clone());
+    let lb = match verbs::Context::open(&dev)
+        .map_err(|e| e.to_string())
+        .and_then(|c| Loopback::new(&root, &c).map_err(|e| format!("{e:?}")))
+    {
+        Ok(l) => l,
+        Err(e) => {
+            let mut r = reg_row("host", 0, 0);
+            r.status = Status::Fail;
+            r.error = Some(e);
+            rep.registration.push(r);
+            return finish(rep);
+        }
+    };
+    // GPU: a context, or the reason there is none.
+    let mut gpu_err: Option<(String, remedy::Diagnosis)> = None;
+    let mut gctx = None;
+    if !o.host_only {
+        match cuda::state() {
+            CudaState::Missing => {
+                gpu_err = Some(("libcuda.so not found".into(), remedy::no_libcuda()))
+            }
+            CudaState::Broken(e) => {
+                gpu_err = Some((e.to_string(), remedy::diagnose_cuda(e.code, e.call, &sys)))
+            }
+            CudaState::Ready { gpus, .. } => match gpus.iter().find(|g| g.ordinal == o.gpu) {
+                None => {
+                    gpu_err = Some((
+                        format!("no GPU {}", o.gpu),
+                        remedy::diagnose_cuda(100, "cuDeviceGet", &sys),
+                    ))
+                }
+                Some(g) => match GpuCtx::open(g.ordinal) {
+                    Ok(c) => {
+                        rep.gpu = Some(format!("{} ({}, {})", g.ordinal, g.name, g.pci_bus_id));
+                        gctx = Some((
+                            c,
+                            sys.gpu_by_bdf(&g.pci_bus_id)
+                                .and_then(|p| p.bar1_bytes(&root)),
+                        ));
+                    }
+                    Err(e) => {
+                        gpu_err = Some((e.to_string(), remedy::diagnose_cuda(e.code, e.call, &sys)))
+                    }
+                },
+            },
+        }
+    }
+    let mems: Vec<&'static str> = if o.host_only {
+        vec!["host"]
+    } else {
+        vec!["host", "gpu"]
+    };
+    let runs = mems
+        .iter()
+        .filter(|m| **m == "host" || gctx.is_some())
+        .count();
+    progress.start((runs * o.sizes.len() * o.iters + o.bw_iters * runs) as u64);
+    for mem in &mems {
+        for &size in &o.sizes {
+            let row = reg_row(mem, size, o.iters);
+            if *mem == "gpu" {
+                if let Some((e, d)) = &gpu_err {
+                    rep.registration.push(untested(row, e, d.clone()));
+                    continue;
+                }
+            }
+            let buf = if *mem == "host" {
+                Ok(Buffer::Host(HostBuf::new(size)))
+            } else {
+                gctx.as_ref()
+                    .map(|(c, _)| c.alloc(size).map(Buffer::Gpu))
+                    .expect("GPU context checked above")
+            };
+            let bar1 = gctx.as_ref().and_then(|(_, b)| *b);
+            let rc = RCtx {
+                sys: &sys,
+                size: size as u64,
+                bar1: if *mem == "gpu" { bar1 } else { None },
+            };
+            let row = match buf {
+                Err(e) => {
+                    let d = remedy::diagnose_cuda(e.code, "cuMemAlloc", &sys);
+                    let mut r = untested(row, &e.to_string(), d);
+                    r.status = Status::Fail;
+                    r
+                }
+                Ok(b) => measure_reg(&lb, &b, row, o.iters, &rc, progress),
+            };
+            rep.registration.push(row);
+        }
+    }
+    bandwidth(
+        &lb,
+        o,
+        gctx.as_ref().map(|(c, _)| c),
+        gpu_err.as_ref(),
+        &mut rep,
+        progress,
+    );
+    finish(rep)
+}
+
+fn measure_reg(
+    lb: &Loopback,
+    b: &Buffer,
+    mut row: RegRow,
+    iters: usize,
+    rc: &RCtx,
+    progress: &mut dyn Progress,
+) -> RegRow {
+    let step = if b.is_gpu() {
+        Step::RegGpu
+    } else {
+        Step::RegHost
+    };
+    let (mut reg, mut dereg) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+    for _ in 0..iters {
+        let t0 = Instant::now();
+        let mr = match lb.pd.reg_mr(b.addr(), b.len()) {
+            Ok(m) => m,
+            Err(e) => {
+                let d = remedy::diagnose(step, e.errno, rc);
+                row.status = Status::Fail;
+                row.error = Some(e.to_string());
+                row.cause = Some(d.cause);
+                row.remedy = Some(d.remedy);
+                return row;
+            }
+        };
+        let t1 = Instant::now();
+        let r = mr.dereg();
+        let t2 = Instant::now();
+        if let Err(e) = r {
+            row.status = Status::Fail;
+            row.error = Some(e.to_string());
+            return row;
+        }
+        reg.push(t1 - t0);
+        dereg.push(t2 - t1);
+        progress.tick(&format!(
+            "reg {} {}",
+            row.memory,
+            crate::report::human_bytes(row.size)
+        ));
+    }
+    reg.sort();
+    dereg.sort();
+    row.reg_p50_us = percentile(&reg, 50.0);
+    row.reg_p99_us = percentile(&reg, 99.0);
+    row.dereg_p50_us = percentile(&dereg, 50.0);
+    row.dereg_p99_us = percentile(&dereg, 99.0);
+    row
+}
+
+fn bandwidth(
+    lb: &Loopback,
+    o: &BenchOptions,
+    gctx: Option<&std::rc::Rc<GpuCtx>>,
+    gpu_err: Option<&(String, remedy::Diagnosis)>,
+    rep: &mut BenchReport,
+    progress: &mut dyn Progress,
+) {
+    let mut paths: Vec<&'static str> = vec!["host->host"];
+    if !o.host_only {
+        paths.push("gpu->gpu");
+    }
+    for path in paths {
+        let mut row = bw_row(path, o);
+        let bufs = if path == "host->host" {
+            Ok((
+                Buffer::Host(HostBuf::new(o.bw_size)),
+                Buffer::Host(HostBuf::new(o.bw_size)),
+            ))
+        } else if let Some(c) = gctx {
+            c.alloc(o.bw_size)
+                .and_then(|a| Ok((Buffer::Gpu(a), Buffer::Gpu(c.alloc(o.bw_size)?))))
+                .map_err(|e| e.to_string())
+        } else {
+            row.status = Status::Untested;
+            row.error = gpu_err.map(|(e, _)| e.clone());
+            rep.bandwidth.push(row);
+            continue;
+        };
+        let (a, b) = match bufs {
+            Ok(x) => x,
+            Err(e) => {
+                row.status = Status::Fail;
+                row.error = Some(e);
+                rep.bandwidth.push(row);
+                continue;
+            }
+        };
+        let res = lb
+            .pd
+            .reg_mr(a.addr(), a.len())
+            .and_then(|ma| Ok((ma, lb.pd.reg_mr(b.addr(), b.len())?)));
+        match res {
+            Err(e) => {
+                row.status = Status::Fail;
+                row.error = Some(e.to_string());
+            }
+            Ok((ma, mb)) => match lb.write(
+                (a.addr(), ma.lkey()),
+                (b.addr(), mb.rkey()),
+                o.bw_size,
+                o.bw_iters,
+                o.timeout,
+            ) {
+                Ok(t) => {
+                    let bits = (o.bw_size * o.bw_iters) as f64 * 8.0;
+                    row.gbit_per_s = Some(bits / t.as_secs_f64().max(1e-9) / 1e9);
+                }
+                Err(e) => {
+                    row.status = Status::Fail;
+                    row.error = Some(e.to_string());
+                }
+            },
+        }
+        for _ in 0..o.bw_iters {
+            progress.tick(&format!("bandwidth {path}"));
+        }
+        rep.bandwidth.push(row);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_micros).collect();
+        assert_eq!(percentile(&v, 50.0), Some(51.0));
+        assert_eq!(percentile(&v, 99.0), Some(99.0));
+        assert_eq!(percentile(&v, 0.0), Some(1.0));
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(percentile(&[Duration::from_micros(7)], 99.0), Some(7.0));
+    }
+}

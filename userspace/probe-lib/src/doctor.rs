@@ -1,0 +1,379 @@
+//! `doctor`: reads the system and gives a verdict per item, without
+//! touching a device.
+
+use crate::pci::{self, PathVerdict, Topology};
+use crate::report::{exit_code, human_bytes, overall, Status};
+use crate::root::SysRoot;
+use crate::sysinfo::{self, DriverFlavour, SysState, MODULES_OF_INTEREST};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Item {
+    pub area: &'static str,
+    pub name: String,
+    pub status: Status,
+    pub value: String,
+    pub detail: Option<String>,
+    pub remedy: Option<String>,
+}
+
+/// The PCIe relation of one GPU and one RDMA device.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairTopology {
+    pub gpu: String,
+    pub rdma_device: String,
+    pub nic: Option<String>,
+    pub topology: Option<Topology>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorReport {
+    pub command: &'static str,
+    pub version: &'static str,
+    pub status: Status,
+    pub exit_code: i32,
+    pub kernel: String,
+    pub items: Vec<Item>,
+    pub pairs: Vec<PairTopology>,
+}
+
+fn item(
+    area: &'static str,
+    name: impl Into<String>,
+    status: Status,
+    value: impl Into<String>,
+) -> Item {
+    Item {
+        area,
+        name: name.into(),
+        status,
+        value: value.into(),
+        detail: None,
+        remedy: None,
+    }
+}
+
+impl Item {
+    fn detail(mut self, d: impl Into<String>) -> Item {
+        self.detail = Some(d.into());
+        self
+    }
+    fn remedy(mut self, r: impl Into<String>) -> Item {
+        self.remedy = Some(r.into());
+        self
+    }
+}
+
+pub fn run(root: &SysRoot) -> DoctorReport {
+    let sys = SysState::gather(root);
+    let mut items = Vec::new();
+    modules(&sys, &mut items);
+    peers(&sys, &mut items);
+    let pairs = pcie(root, &sys, &mut items);
+    iommu(root, &sys, &mut items);
+    gpus(root, &sys, &mut items);
+    kernel(&sys, &mut items);
+    let code = exit_code(items.iter().map(|i| i.status));
+    DoctorReport {
+        command: "doctor",
+        version: env!("CARGO_PKG_VERSION"),
+        status: overall(code),
+        exit_code: code,
+        kernel: sys.kernel.clone(),
+        items,
+        pairs,
+    }
+}
+
+fn modules(sys: &SysState, items: &mut Vec<Item>) {
+    for m in MODULES_OF_INTEREST {
+        let it = match sys.module(m) {
+            Some(lm) if lm.used_by.is_empty() => item("modules", m, Status::Info, "loaded"),
+            Some(lm) => item(
+                "modules",
+                m,
+                Status::Info,
+                format!("loaded, used by {}", lm.used_by.join(",")),
+            ),
+            None if m == "nvidia" && !sys.gpus.is_empty() => {
+                item("modules", m, Status::Fail, "not loaded")
+                    .detail("an NVIDIA GPU is on the PCI bus but nvidia.ko is not loaded")
+                    .remedy("install and load the NVIDIA driver (`modprobe nvidia`)")
+            }
+            None if m == "ib_uverbs" && !sys.rdma.is_empty() => {
+                item("modules", m, Status::Warn, "not loaded")
+                    .detail("RDMA devices exist but user-space verbs are unavailable")
+                    .remedy("`modprobe ib_uverbs`")
+            }
+            None => item("modules", m, Status::Info, "not loaded"),
+        };
+        items.push(it);
+    }
+    let clients = sys.peer_modules();
+    let it = if clients.len() > 1 {
+        item("modules", "peer-memory clients", Status::Fail, clients.join(" + "))
+            .detail("more than one GPU peer-memory client is loaded: they register under the same name, so only the first one serves registrations and unloading becomes order-dependent")
+            .remedy(format!("keep one: `rmmod {}`", clients[1..].join(" ")))
+    } else if let Some(c) = clients.first() {
+        if sys.peers.is_empty() {
+            item("modules", "peer-memory clients", Status::Fail, format!("{c} loaded, nothing registered"))
+                .detail("the module is loaded but /sys/kernel/mm/memory_peers/ lists no client: it loaded as a stub or its registration failed")
+                .remedy("check dmesg for the module's messages; rebuild it for the running kernel/OFED, or use peermem_rs")
+        } else {
+            item(
+                "modules",
+                "peer-memory clients",
+                Status::Pass,
+                c.to_string(),
+            )
+        }
+    } else if sys.peer_interface == Some(false) {
+        item(
+            "modules",
+            "peer-memory clients",
+            Status::Info,
+            "none (kernel has no peer-memory interface)",
+        )
+        .detail("GPUDirect RDMA goes through dma-buf on this kernel")
+    } else if sys.gpus.is_empty() {
+        item("modules", "peer-memory clients", Status::Info, "none")
+    } else {
+        item("modules", "peer-memory clients", Status::Warn, "none")
+            .detail(
+                "ibv_reg_mr on GPU memory will fail with EFAULT; only the dma-buf path can work",
+            )
+            .remedy("`modprobe peermem_rs`")
+    };
+    items.push(it);
+}
+
+fn peers(sys: &SysState, items: &mut Vec<Item>) {
+    let iface = match sys.peer_interface {
+        Some(true) => "present (ib_register_peer_memory_client exported)",
+        Some(false) => "absent (mainline-style kernel: dma-buf only)",
+        None => "unknown (ib_uverbs not loaded, no modules.symbols)",
+    };
+    items.push(item(
+        "memory_peers",
+        "peer-memory interface",
+        Status::Info,
+        iface,
+    ));
+    if sys.peers.is_empty() {
+        items.push(item(
+            "memory_peers",
+            "/sys/kernel/mm/memory_peers",
+            Status::Info,
+            "no client registered",
+        ));
+    }
+    for p in &sys.peers {
+        let counters: Vec<String> = p
+            .counters
+            .iter()
+            .map(|(k, v)| format!("{}={v}", k.trim_start_matches("num_")))
+            .collect();
+        items.push(
+            item(
+                "memory_peers",
+                p.name.clone(),
+                Status::Info,
+                format!("version {}", p.version.as_deref().unwrap_or("?")),
+            )
+            .detail(counters.join(" ")),
+        );
+    }
+}
+
+fn pcie(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec<PairTopology> {
+    let mut pairs = Vec::new();
+    if sys.gpus.is_empty() {
+        items.push(
+            item(
+                "pcie",
+                "GPU",
+                Status::Untested,
+                "no NVIDIA GPU on the PCI bus",
+            )
+            .detail("GPUDirect RDMA needs an NVIDIA GPU; nothing to check"),
+        );
+    }
+    if sys.rdma.is_empty() {
+        items.push(
+            item(
+                "pcie",
+                "RDMA device",
+                Status::Untested,
+                "none in /sys/class/infiniband",
+            )
+            .remedy(crate::remedy::no_rdma_device().remedy),
+        );
+    }
+    for r in &sys.rdma {
+        let v = match &r.pci {
+            Some(p) => format!(
+                "PCI {} (NUMA {})",
+                p.bdf,
+                p.numa_node.map(|n| n.to_string()).unwrap_or("-".into())
+            ),
+            None => "software device (no PCI function)".into(),
+        };
+        items.push(item("pcie", format!("RDMA {}", r.name), Status::Info, v));
+    }
+    for g in &sys.gpus {
+        for r in &sys.rdma {
+            let name = format!("GPU {} <-> {}", g.bdf, r.name);
+            let Some(nic) = &r.pci else {
+                items.push(
+                    item("pcie", name, Status::Info, PathVerdict::NotPci.label()).detail(
+                        "software RDMA device: data goes through the CPU, no GPU peer-to-peer",
+                    ),
+                );
+                pairs.push(PairTopology {
+                    gpu: g.bdf.clone(),
+                    rdma_device: r.name.clone(),
+                    nic: None,
+                    topology: None,
+                });
+                continue;
+            };
+            let t = pci::topology(root, g, nic);
+            let mut it = match t.verdict {
+                PathVerdict::SameSwitch | PathVerdict::SameRootPort => item("pcie", name, Status::Pass, t.verdict.label()),
+                PathVerdict::AcrossHostBridge => item("pcie", name, Status::Warn, t.verdict.label())
+                    .remedy("P2P crosses the CPU root complex: it works on most CPUs but reads from GPU memory are slow; prefer a NIC under the GPU's PCIe switch"),
+                PathVerdict::AcrossSockets => item("pcie", name, Status::Warn, t.verdict.label())
+                    .remedy("P2P over the socket interconnect is slow or unsupported; use a NIC on the GPU's NUMA node"),
+                PathVerdict::NotPci => item("pcie", name, Status::Info, t.verdict.label()),
+            };
+            let mut detail = format!("{} ({})", t.detail, t.nvsmi);
+            if !t.acs_redirecting.is_empty() {
+                detail.push_str(&format!(
+                    "; ACS redirect on {}",
+                    t.acs_redirecting.join(", ")
+                ));
+                it.status = Status::Warn;
+                it.remedy = Some(format!(
+                    "ACS sends P2P traffic up to the root complex/IOMMU: disable ACS on those bridges (BIOS, or `setpci -s {} ECAP_ACS+0x6.w=0000`)",
+                    t.acs_redirecting[0]
+                ));
+            } else if t.acs_unknown {
+                detail.push_str("; ACS state unreadable (run as root)");
+            } else if !t.bridges.is_empty() {
+                detail.push_str("; no ACS redirect on the path");
+            }
+            items.push(it.detail(detail));
+            pairs.push(PairTopology {
+                gpu: g.bdf.clone(),
+                rdma_device: r.name.clone(),
+                nic: Some(nic.bdf.clone()),
+                topology: Some(t),
+            });
+        }
+    }
+    pairs
+}
+
+fn iommu(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) {
+    let cmd = if sys.iommu.cmdline.is_empty() {
+        "no iommu options".to_string()
+    } else {
+        sys.iommu.cmdline.join(" ")
+    };
+    if sys.iommu.units.is_empty() {
+        items.push(item("iommu", "IOMMU", Status::Pass, "off (no IOMMU units)").detail(cmd));
+        return;
+    }
+    let mut translated = Vec::new();
+    let mut modes = Vec::new();
+    let devs = sys
+        .gpus
+        .iter()
+        .chain(sys.rdma.iter().filter_map(|r| r.pci.as_ref()));
+    for d in devs {
+        let t = sysinfo::iommu_group_type(root, d).unwrap_or_else(|| "no group".into());
+        if t.starts_with("DMA") {
+            translated.push(d.bdf.clone());
+        }
+        modes.push(format!("{} {t}", d.bdf));
+    }
+    let value = format!("on ({})", sys.iommu.units.join(","));
+    let detail = if modes.is_empty() {
+        cmd
+    } else {
+        format!("{}; {cmd}", modes.join(", "))
+    };
+    let it = if translated.is_empty() {
+        item("iommu", "IOMMU", Status::Pass, value).detail(detail)
+    } else {
+        item("iommu", "IOMMU", Status::Warn, value)
+            .detail(format!("DMA translation for {}; {detail}", translated.join(", ")))
+            .remedy("boot with iommu=pt (passthrough) so NIC-to-GPU peer traffic is not translated or blocked")
+    };
+    items.push(it);
+}
+
+fn gpus(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) {
+    for g in &sys.gpus {
+        let name = format!("GPU {} BAR1", g.bdf);
+        let it = match g.bar1_bytes(root) {
+            Some(b) if b < (1 << 30) => item("gpu", name, Status::Warn, human_bytes(b))
+                .detail("GPU memory registrations share this window: ibv_reg_mr above a few hundred MB will fail")
+                .remedy("enable Resizable BAR / large BAR1 in the BIOS, or register smaller buffers"),
+            Some(b) => item("gpu", name, Status::Pass, human_bytes(b)),
+            None => item("gpu", name, Status::Info, "unknown"),
+        };
+        items.push(it);
+    }
+    let it = match &sys.nvidia {
+        Some(n) if n.flavour == DriverFlavour::Open => item(
+            "gpu",
+            "NVIDIA driver",
+            Status::Pass,
+            format!("open kernel modules {}", n.version),
+        ),
+        Some(n) => item(
+            "gpu",
+            "NVIDIA driver",
+            Status::Warn,
+            format!("proprietary {}", n.version),
+        )
+        .detail(
+            "the proprietary kernel module cannot export dma-buf: only the peer-memory path works",
+        )
+        .remedy("install the open kernel modules (nvidia-open) for dma-buf"),
+        None if sys.gpus.is_empty() => item("gpu", "NVIDIA driver", Status::Info, "not loaded"),
+        None => item("gpu", "NVIDIA driver", Status::Fail, "not loaded")
+            .remedy("install and load the NVIDIA driver"),
+    };
+    items.push(it);
+}
+
+fn kernel(sys: &SysState, items: &mut Vec<Item>) {
+    items.push(match &sys.config_rust {
+        Some((true, f)) => item("kernel", "CONFIG_RUST", Status::Pass, "y").detail(f.clone()),
+        Some((false, f)) => item("kernel", "CONFIG_RUST", Status::Warn, "not set")
+            .detail(format!("{f}: peermem_rs cannot load on this kernel"))
+            .remedy(
+                "use a kernel built with Rust support, or another peer-memory client / dma-buf",
+            ),
+        None => item(
+            "kernel",
+            "CONFIG_RUST",
+            Status::Info,
+            "unknown (no kernel config found)",
+        ),
+    });
+    let lim = |v: Option<u64>| v.map(human_bytes).unwrap_or_else(|| "unlimited".into());
+    items.push(match sys.memlock {
+        None => item("limits", "RLIMIT_MEMLOCK", Status::Info, "unknown"),
+        Some(m) if m.cap_ipc_lock => item("limits", "RLIMIT_MEMLOCK", Status::Pass, format!("{} (not enforced: CAP_IPC_LOCK)", lim(m.soft))),
+        Some(m) if m.soft.is_none() => item("limits", "RLIMIT_MEMLOCK", Status::Pass, "unlimited"),
+        Some(m) => item("limits", "RLIMIT_MEMLOCK", Status::Warn, format!("{} (hard {})", lim(m.soft), lim(m.hard)))
+            .detail("host-memory registrations beyond this fail with ENOMEM for this user")
+            .remedy("`ulimit -l unlimited`, or memlock in /etc/security/limits.conf (LimitMEMLOCK=infinity for services)"),
+    });
+}
+
+#[cfg(test)]
+mod tests;

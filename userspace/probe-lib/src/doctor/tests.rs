@@ -1,0 +1,186 @@
+use super::*;
+use crate::fixture;
+use crate::pci::{Acs, PciDev, PortType};
+
+fn dev(root: &SysRoot, bdf: &str) -> PciDev {
+    PciDev::load(root, bdf).unwrap_or_else(|| panic!("{bdf} in fixture"))
+}
+
+fn find<'a>(r: &'a DoctorReport, name: &str) -> &'a Item {
+    r.items
+        .iter()
+        .find(|i| i.name == name)
+        .unwrap_or_else(|| panic!("no item {name}: {:#?}", r.items))
+}
+
+#[test]
+fn gpu_and_nic_under_one_switch() {
+    let root = fixture("switch");
+    let t = pci::topology(
+        &root,
+        &dev(&root, "0000:03:00.0"),
+        &dev(&root, "0000:04:00.0"),
+    );
+    assert_eq!(t.verdict, PathVerdict::SameSwitch);
+    assert_eq!(t.nvsmi, "PIX");
+    let b: Vec<&str> = t.bridges.iter().map(|b| b.bdf.as_str()).collect();
+    assert_eq!(b, ["0000:02:08.0", "0000:02:10.0"]);
+    assert!(t
+        .bridges
+        .iter()
+        .all(|b| b.port_type == PortType::SwitchDownstream));
+    assert!(t.acs_redirecting.is_empty());
+    assert!(!t.acs_unknown);
+    assert_eq!(
+        t.bridges[0].acs,
+        Acs::Present {
+            control: 0,
+            redirect: false
+        }
+    );
+}
+
+#[test]
+fn acs_redirect_on_the_switch_ports_is_flagged() {
+    let root = fixture("switch-acs");
+    let t = pci::topology(
+        &root,
+        &dev(&root, "0000:03:00.0"),
+        &dev(&root, "0000:04:00.0"),
+    );
+    assert_eq!(t.verdict, PathVerdict::SameSwitch);
+    assert_eq!(t.acs_redirecting, ["0000:02:08.0", "0000:02:10.0"]);
+    let r = run(&root);
+    let it = find(&r, "GPU 0000:03:00.0 <-> mlx5_0");
+    assert_eq!(it.status, Status::Warn);
+    assert!(it
+        .detail
+        .as_deref()
+        .unwrap()
+        .contains("ACS redirect on 0000:02:08.0"));
+    assert!(it
+        .remedy
+        .as_deref()
+        .unwrap()
+        .contains("setpci -s 0000:02:08.0"));
+}
+
+#[test]
+fn different_root_ports_cross_the_host_bridge() {
+    let root = fixture("root-ports");
+    let t = pci::topology(
+        &root,
+        &dev(&root, "0000:01:00.0"),
+        &dev(&root, "0000:02:00.0"),
+    );
+    assert_eq!(t.verdict, PathVerdict::AcrossHostBridge);
+    assert_eq!(t.nvsmi, "PHB");
+    // Both root ports are on the path; the NIC's has ACS redirect on.
+    let b: Vec<&str> = t.bridges.iter().map(|b| b.bdf.as_str()).collect();
+    assert_eq!(b, ["0000:00:01.0", "0000:00:03.0"]);
+    assert_eq!(t.acs_redirecting, ["0000:00:03.0"]);
+    assert!(t.bridges.iter().all(|b| b.port_type == PortType::RootPort));
+}
+
+#[test]
+fn sockets_host_bridges_and_software_devices() {
+    let root = fixture("sockets");
+    let gpu = dev(&root, "0000:01:00.0");
+    let far = pci::topology(&root, &gpu, &dev(&root, "0000:81:00.0"));
+    assert_eq!(far.verdict, PathVerdict::AcrossSockets);
+    assert_eq!(far.nvsmi, "SYS");
+    let near = pci::topology(&root, &gpu, &dev(&root, "0000:41:00.0"));
+    assert_eq!(near.verdict, PathVerdict::AcrossHostBridge);
+    assert_eq!(near.nvsmi, "NODE");
+    let r = run(&root);
+    assert_eq!(find(&r, "GPU 0000:01:00.0 <-> mlx5_0").status, Status::Warn);
+    assert_eq!(
+        find(&r, "GPU 0000:01:00.0 <-> rxe0").value,
+        "not a PCI path"
+    );
+    let rxe = r.pairs.iter().find(|p| p.rdma_device == "rxe0").unwrap();
+    assert!(rxe.nic.is_none() && rxe.topology.is_none());
+    // nv_peer_mem is loaded but registered nothing: a stub.
+    let c = find(&r, "peer-memory clients");
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.value.contains("nv_peer_mem"));
+    assert_eq!(r.exit_code, 1);
+}
+
+#[test]
+fn unprivileged_readers_get_unknown_acs() {
+    let root = fixture("unprivileged");
+    let t = pci::topology(
+        &root,
+        &dev(&root, "0000:03:00.0"),
+        &dev(&root, "0000:04:00.0"),
+    );
+    assert_eq!(t.verdict, PathVerdict::SameSwitch);
+    assert!(t.acs_unknown);
+    assert!(t.acs_redirecting.is_empty());
+    let r = run(&root);
+    let it = find(&r, "GPU 0000:03:00.0 <-> mlx5_0");
+    assert!(
+        it.detail.as_deref().unwrap().contains("run as root"),
+        "{it:?}"
+    );
+    assert_eq!(find(&r, "RLIMIT_MEMLOCK").status, Status::Warn);
+}
+
+#[test]
+fn a_healthy_stack_passes() {
+    let r = run(&fixture("switch"));
+    assert_eq!(find(&r, "peer-memory clients").status, Status::Pass);
+    assert_eq!(
+        find(&r, "NVIDIA driver").value,
+        "open kernel modules 595.45.04"
+    );
+    assert_eq!(find(&r, "CONFIG_RUST").status, Status::Pass);
+    assert_eq!(find(&r, "GPU 0000:03:00.0 BAR1").value, "32 GiB");
+    let io = find(&r, "IOMMU");
+    assert_eq!(io.status, Status::Pass);
+    assert!(
+        io.detail
+            .as_deref()
+            .unwrap()
+            .contains("0000:03:00.0 identity"),
+        "{io:?}"
+    );
+    let nv = find(&r, "nv_mem");
+    assert!(nv.detail.as_deref().unwrap().contains("alloc_mrs=3"));
+    assert_eq!(
+        r.items.iter().filter(|i| i.status == Status::Fail).count(),
+        0,
+        "{:#?}",
+        r.items
+    );
+}
+
+#[test]
+fn conflicts_and_weak_settings_are_reported() {
+    let r = run(&fixture("switch-acs"));
+    let c = find(&r, "peer-memory clients");
+    assert_eq!(c.status, Status::Fail);
+    assert_eq!(c.value, "peermem_rs + nvidia_peermem");
+    assert!(c
+        .remedy
+        .as_deref()
+        .unwrap()
+        .contains("rmmod nvidia_peermem"));
+    assert_eq!(find(&r, "NVIDIA driver").status, Status::Warn);
+    assert_eq!(find(&r, "CONFIG_RUST").status, Status::Warn);
+    assert_eq!(find(&r, "IOMMU").status, Status::Warn);
+    assert_eq!(r.exit_code, 1);
+    assert_eq!(r.status, Status::Fail);
+}
+
+#[test]
+fn no_gpu_no_device_means_untested() {
+    let dir = std::env::temp_dir().join(format!("pmprobe-empty-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("proc")).unwrap();
+    let r = run(&SysRoot::at(&dir));
+    assert_eq!(find(&r, "GPU").status, Status::Untested);
+    assert_eq!(find(&r, "RDMA device").status, Status::Untested);
+    assert_eq!(r.exit_code, 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

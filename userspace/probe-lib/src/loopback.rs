@@ -1,0 +1,388 @@
+//! Two RC QPs on one device connected to each other, and RDMA WRITE
+//! streams over any connected QP.
+
+use crate::root::SysRoot;
+use crate::verbs::ffi::{self, Gid};
+use crate::verbs::{Context, Cq, Pd, PollError, Qp, VerbsError};
+use serde::Serialize;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// The port, GID and MTU a QP is connected through.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortChoice {
+    pub port: u8,
+    /// "InfiniBand" or "Ethernet" (RoCE).
+    pub link_layer: &'static str,
+    /// GID table index used for RoCE (None on InfiniBand: LID routing).
+    pub gid_index: Option<u32>,
+    pub gid: String,
+    pub lid: u16,
+    #[serde(skip)]
+    pub gid_raw: Gid,
+    #[serde(skip)]
+    pub mtu: u32,
+    #[serde(skip)]
+    pub max_msg: u32,
+}
+
+/// Parses a sysfs GID (`fe80:0000:...`, eight groups) into bytes.
+pub fn parse_gid(s: &str) -> Option<Gid> {
+    let groups: Vec<&str> = s.trim().split(':').collect();
+    if groups.len() != 8 {
+        return None;
+    }
+    let mut g = Gid::default();
+    for (i, grp) in groups.iter().enumerate() {
+        let v = u16::from_str_radix(grp, 16).ok()?;
+        g.0[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    Some(g)
+}
+
+pub fn gid_string(g: &Gid) -> String {
+    g.0.chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Picks the GID index for RoCE from (index, gid, type) entries: an
+/// IPv4-mapped RoCE v2 GID first (routable, what rdma_cm uses for IPv4),
+/// then any RoCE v2 GID, then any non-zero one.
+pub fn pick_gid(entries: &[(u32, String, String)]) -> Option<u32> {
+    let nonzero = |g: &str| parse_gid(g).is_some_and(|x| x.0 != [0u8; 16]);
+    let v2 = |t: &str| t.trim().eq_ignore_ascii_case("RoCE v2");
+    let v4 = |g: &str| g.starts_with("0000:0000:0000:0000:0000:ffff:");
+    entries
+        .iter()
+        .find(|(_, g, t)| v2(t) && v4(g) && nonzero(g))
+        .or_else(|| entries.iter().find(|(_, g, t)| v2(t) && nonzero(g)))
+        .or_else(|| entries.iter().find(|(_, g, _)| nonzero(g)))
+        .map(|(i, _, _)| *i)
+}
+
+/// GID entries of a port from sysfs.
+fn gid_entries(root: &SysRoot, dev: &str, port: u8) -> Vec<(u32, String, String)> {
+    let base = format!("/sys/class/infiniband/{dev}/ports/{port}");
+    let mut out = Vec::new();
+    for name in root.list(&format!("{base}/gids")) {
+        let Ok(i) = name.parse::<u32>() else { continue };
+        let Some(gid) = root.read_trim(&format!("{base}/gids/{i}")) else {
+            continue;
+        };
+        let typ = root
+            .read_trim(&format!("{base}/gid_attrs/types/{i}"))
+            .unwrap_or_default();
+        out.push((i, gid, typ));
+    }
+    out.sort();
+    out
+}
+
+/// The first active port of the device and how to address it.
+pub fn choose_port(root: &SysRoot, ctx: &Context) -> Result<PortChoice, String> {
+    let mut ports: Vec<u8> = root
+        .list(&format!("/sys/class/infiniband/{}/ports", ctx.name))
+        .iter()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    if ports.is_empty() {
+        ports = vec![1];
+    }
+    let mut states = Vec::new();
+    for port in ports {
+        let info = ctx.query_port(port).map_err(|e| e.to_string())?;
+        if info.state != ffi::PORT_ACTIVE {
+            states.push(format!("port {port} state {}", info.state));
+            continue;
+        }
+        let eth = info.link_layer == ffi::LINK_LAYER_ETHERNET;
+        let gid_index = if eth {
+            let entries = gid_entries(root, &ctx.name, port);
+            let idx = pick_gid(&entries).or_else(|| {
+                (0..16u32).find(|i| ctx.query_gid(port, *i).is_ok_and(|g| g.0 != [0u8; 16]))
+            });
+            match idx {
+                Some(i) => Some(i),
+                None => {
+                    return Err(format!(
+                        "{} port {port} has no usable GID (the netdev needs an IP address)",
+                        ctx.name
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        let gid = ctx
+            .query_gid(port, gid_index.unwrap_or(0))
+            .map_err(|e| e.to_string())?;
+        return Ok(PortChoice {
+            port,
+            link_layer: if eth { "Ethernet" } else { "InfiniBand" },
+            gid_index,
+            gid: gid_string(&gid),
+            lid: info.lid,
+            gid_raw: gid,
+            mtu: info.active_mtu.clamp(1, 5),
+            max_msg: if info.max_msg_sz == 0 {
+                1 << 30
+            } else {
+                info.max_msg_sz
+            },
+        });
+    }
+    Err(format!(
+        "{} has no ACTIVE port ({}): check the cable/link or, for RoCE, that the netdev is up",
+        ctx.name,
+        states.join(", ")
+    ))
+}
+
+/// Moves `qp` through INIT, RTR and RTS towards `remote_qpn` reached via
+/// `remote` (the same port for a loopback pair).
+pub fn connect_qp(
+    qp: &Qp,
+    local: &PortChoice,
+    remote: &PortChoice,
+    remote_qpn: u32,
+    psn: u32,
+) -> Result<(), VerbsError> {
+    let mut a = ffi::QpAttr {
+        qp_state: ffi::QPS_INIT,
+        port_num: local.port,
+        qp_access_flags: crate::verbs::MR_ACCESS as u32,
+        ..Default::default()
+    };
+    qp.modify(
+        &mut a,
+        ffi::QP_STATE | ffi::QP_PKEY_INDEX | ffi::QP_PORT | ffi::QP_ACCESS_FLAGS,
+    )?;
+    let mut a = ffi::QpAttr {
+        qp_state: ffi::QPS_RTR,
+        path_mtu: local.mtu,
+        dest_qp_num: remote_qpn,
+        rq_psn: psn,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ..Default::default()
+    };
+    a.ah_attr.port_num = local.port;
+    if let Some(idx) = local.gid_index {
+        a.ah_attr.is_global = 1;
+        a.ah_attr.grh.dgid = remote.gid_raw;
+        a.ah_attr.grh.sgid_index = idx as u8;
+        a.ah_attr.grh.hop_limit = 64;
+    } else {
+        a.ah_attr.dlid = remote.lid;
+    }
+    qp.modify(
+        &mut a,
+        ffi::QP_STATE
+            | ffi::QP_AV
+            | ffi::QP_PATH_MTU
+            | ffi::QP_DEST_QPN
+            | ffi::QP_RQ_PSN
+            | ffi::QP_MAX_DEST_RD_ATOMIC
+            | ffi::QP_MIN_RNR_TIMER,
+    )?;
+    let mut a = ffi::QpAttr {
+        qp_state: ffi::QPS_RTS,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        sq_psn: psn,
+        max_rd_atomic: 1,
+        ..Default::default()
+    };
+    qp.modify(
+        &mut a,
+        ffi::QP_STATE
+            | ffi::QP_TIMEOUT
+            | ffi::QP_RETRY_CNT
+            | ffi::QP_RNR_RETRY
+            | ffi::QP_SQ_PSN
+            | ffi::QP_MAX_QP_RD_ATOMIC,
+    )
+}
+
+/// Why a transfer did not complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum XferError {
+    Post(VerbsError),
+    Poll(PollError),
+}
+
+impl std::fmt::Display for XferError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            XferError::Post(e) => write!(f, "{e}"),
+            XferError::Poll(PollError::Verbs(e)) => write!(f, "{e}"),
+            XferError::Poll(PollError::Wc(w)) => {
+                write!(f, "RDMA write completed with error status {}", w.status)
+            }
+            XferError::Poll(PollError::Timeout(t)) => {
+                write!(f, "no completion within {} s", t.as_secs())
+            }
+        }
+    }
+}
+
+/// One RDMA WRITE stream: `count` writes of `len` bytes each from
+/// `src`/`lkey` to `dst`/`rkey`, each split into messages of at most
+/// `max_msg` bytes, with up to `depth` in flight. Returns the elapsed time.
+#[allow(clippy::too_many_arguments)]
+pub fn write_stream(
+    post: &dyn Fn(&mut ffi::SendWr) -> Result<(), VerbsError>,
+    cq: &Cq,
+    (src, lkey): (u64, u32),
+    (dst, rkey): (u64, u32),
+    len: usize,
+    count: usize,
+    max_msg: u32,
+    depth: usize,
+    timeout: Duration,
+) -> Result<Duration, XferError> {
+    let msg = (max_msg as usize).clamp(4096, 1 << 30);
+    let mut wrs: Vec<(u64, usize)> = Vec::new();
+    for _ in 0..count {
+        let mut off = 0;
+        while off < len {
+            let n = (len - off).min(msg);
+            wrs.push((off as u64, n));
+            off += n;
+        }
+    }
+    let start = Instant::now();
+    let (mut posted, mut done) = (0usize, 0usize);
+    let depth = depth.max(1);
+    while done < wrs.len() {
+        while posted < wrs.len() && posted - done < depth {
+            let (off, n) = wrs[posted];
+            let mut sge = ffi::Sge {
+                addr: src + off,
+                length: n as u32,
+                lkey,
+            };
+            let mut wr = ffi::SendWr::zeroed();
+            wr.wr_id = posted as u64;
+            wr.sg_list = &mut sge;
+            wr.num_sge = 1;
+            wr.opcode = ffi::WR_RDMA_WRITE;
+            wr.send_flags = ffi::SEND_SIGNALED;
+            wr.remote_addr = dst + off;
+            wr.rkey = rkey;
+            post(&mut wr).map_err(XferError::Post)?;
+            posted += 1;
+        }
+        let got = cq.wait(1, timeout).map_err(XferError::Poll)?;
+        done += got.len();
+    }
+    Ok(start.elapsed())
+}
+
+/// Two QPs of one device connected to each other.
+pub struct Loopback {
+    pub ctx: Context,
+    pub pd: Rc<Pd>,
+    pub cq: Rc<Cq>,
+    a: Qp,
+    _b: Qp,
+    pub port: PortChoice,
+}
+
+/// A loopback set-up failure: the step and the verbs error.
+#[derive(Debug, Clone)]
+pub enum SetupError {
+    Port(String),
+    Verbs(crate::remedy::Step, VerbsError),
+}
+
+pub const DEPTH: u32 = 64;
+
+impl Loopback {
+    pub fn new(root: &SysRoot, ctx: &Context) -> Result<Loopback, SetupError> {
+        use crate::remedy::Step;
+        let port = choose_port(root, ctx).map_err(SetupError::Port)?;
+        let pd = ctx
+            .alloc_pd()
+            .map_err(|e| SetupError::Verbs(Step::CreateQp, e))?;
+        let cq = ctx
+            .create_cq(2 * DEPTH as i32 + 8)
+            .map_err(|e| SetupError::Verbs(Step::CreateQp, e))?;
+        let a = Qp::create_rc(&pd, &cq, DEPTH).map_err(|e| SetupError::Verbs(Step::CreateQp, e))?;
+        let b = Qp::create_rc(&pd, &cq, DEPTH).map_err(|e| SetupError::Verbs(Step::CreateQp, e))?;
+        connect_qp(&a, &port, &port, b.qp_num(), 0x1000)
+            .map_err(|e| SetupError::Verbs(Step::ConnectQp, e))?;
+        connect_qp(&b, &port, &port, a.qp_num(), 0x1000)
+            .map_err(|e| SetupError::Verbs(Step::ConnectQp, e))?;
+        Ok(Loopback {
+            ctx: ctx.clone(),
+            pd,
+            cq,
+            a,
+            _b: b,
+            port,
+        })
+    }
+
+    /// RDMA WRITE through the pair (QP a sends, QP b's side receives).
+    pub fn write(
+        &self,
+        src: (u64, u32),
+        dst: (u64, u32),
+        len: usize,
+        count: usize,
+        timeout: Duration,
+    ) -> Result<Duration, XferError> {
+        let post = |wr: &mut ffi::SendWr| self.a.post_send(wr);
+        write_stream(
+            &post,
+            &self.cq,
+            src,
+            dst,
+            len,
+            count,
+            self.port.max_msg,
+            DEPTH as usize / 2,
+            timeout,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(i: u32, g: &str, t: &str) -> (u32, String, String) {
+        (i, g.to_string(), t.to_string())
+    }
+
+    #[test]
+    fn gid_choice_prefers_ipv4_roce_v2() {
+        let z = "0000:0000:0000:0000:0000:0000:0000:0000";
+        let ll = "fe80:0000:0000:0000:5054:00ff:fe12:3456";
+        let v4 = "0000:0000:0000:0000:0000:ffff:c000:0201";
+        let entries = vec![
+            e(0, ll, "IB/RoCE v1"),
+            e(1, ll, "RoCE v2"),
+            e(2, v4, "IB/RoCE v1"),
+            e(3, v4, "RoCE v2"),
+            e(4, z, ""),
+        ];
+        assert_eq!(pick_gid(&entries), Some(3));
+        assert_eq!(pick_gid(&entries[..3]), Some(1));
+        assert_eq!(pick_gid(&[e(0, ll, "IB/RoCE v1")]), Some(0));
+        assert_eq!(pick_gid(&[e(0, z, "RoCE v2")]), None);
+    }
+
+    #[test]
+    fn gid_round_trip() {
+        let s = "0000:0000:0000:0000:0000:ffff:c000:0201";
+        let g = parse_gid(s).unwrap();
+        assert_eq!(&g.0[10..], &[0xff, 0xff, 192, 0, 2, 1]);
+        assert_eq!(gid_string(&g), s);
+        assert!(parse_gid("fe80::1").is_none());
+    }
+}
