@@ -26,7 +26,7 @@ fn requested_mode() -> Result<Option<Mode>> {
         "persistent" => Ok(Some(Mode::Persistent)),
         "invalidate" => Ok(Some(Mode::Invalidate)),
         other => {
-            pr_err!("peermem_rs: mode={other} is not one of auto, persistent, invalidate\n");
+            pr_err!("mode={other} is not one of auto, persistent, invalidate\n");
             Err(EINVAL)
         }
     }
@@ -38,10 +38,10 @@ impl kernel::Module for PeermemRs {
         let name = glue::param_client_name();
         let Some(core) = PeerCore::find() else {
             pr_err!(
-                "peermem_rs: this RDMA stack has no peer-memory support \
-                 (ib_register_peer_memory_client not found): install MLNX_OFED/DOCA-OFED \
-                 or use an NVIDIA kernel, or register GPU memory with dma-buf \
-                 (ibv_reg_dmabuf_mr) instead\n"
+                "no peer-memory support (ib_register_peer_memory_client not found): \
+                 load ib_uverbs first if this is MLNX_OFED/DOCA-OFED or an NVIDIA kernel; \
+                 otherwise this RDMA stack has none: install MLNX_OFED/DOCA-OFED, or \
+                 register GPU memory with dma-buf (ibv_reg_dmabuf_mr) instead\n"
             );
             return Err(ENODEV);
         };
@@ -49,7 +49,7 @@ impl kernel::Module for PeermemRs {
             Ok(nv) => nv,
             Err(Missing::Symbol(sym)) => {
                 pr_err!(
-                    "peermem_rs: the NVIDIA driver is not loaded ({} not found): \
+                    "the NVIDIA driver is not loaded ({} not found): \
                      load nvidia first (modprobe nvidia)\n",
                     sym.to_str().unwrap_or("?")
                 );
@@ -59,7 +59,7 @@ impl kernel::Module for PeermemRs {
         let mode = match (requested, nvidia.has_persistent()) {
             (Some(Mode::Persistent), false) => {
                 pr_err!(
-                    "peermem_rs: mode=persistent, but this NVIDIA driver has no persistent \
+                    "mode=persistent, but this NVIDIA driver has no persistent \
                      P2P API (driver 535 or later): use mode=invalidate or auto\n"
                 );
                 return Err(EINVAL);
@@ -70,7 +70,7 @@ impl kernel::Module for PeermemRs {
         };
         let invalidation = mode == Mode::Invalidate;
         let table = ClientTable::<Client>::build(name, glue::version(), invalidation).map_err(|e| {
-            pr_err!("peermem_rs: peer_client_name must be 1 to 63 printable characters\n");
+            pr_err!("peer_client_name must be 1 to 63 printable characters\n");
             e
         })?;
         let client = Client::new(nvidia, mode, name)?;
@@ -79,24 +79,24 @@ impl kernel::Module for PeermemRs {
             Ok(r) => r,
             Err(e) => {
                 drop(ClientTable::<Client>::deactivate());
-                if e == EEXIST {
+                if e == EBUSY {
                     pr_err!(
-                        "peermem_rs: the RDMA core refused the client name '{name}': it is \
+                        "the RDMA core refused the client name '{name}': it is \
                          probably taken by nvidia-peermem or nv_peer_mem (see lsmod and \
                          /sys/kernel/mm/memory_peers/), unload it or set peer_client_name\n"
                     );
                 } else {
-                    pr_err!("peermem_rs: the RDMA core gave no invalidation support\n");
+                    pr_err!("the RDMA core gave no invalidation support\n");
                 }
                 return Err(e);
             }
         };
         client.set_invalidator(registration.invalidator());
         let debugfs = DebugFs::create()
-            .map_err(|_| pr_warn!("peermem_rs: no debugfs: stats are not available\n"))
+            .map_err(|_| pr_warn!("no debugfs: stats are not available\n"))
             .ok();
         pr_info!(
-            "peermem_rs {} loaded: client '{}', mode {}{} (kernel {})\n",
+            "version {} loaded: client '{}', mode {}{} (kernel {})\n",
             glue::version(),
             name,
             mode.name(),
@@ -117,6 +117,6 @@ impl Drop for PeermemRs {
         drop(self.registration.take());
         let client: Option<Arc<Client>> = ClientTable::<Client>::deactivate();
         drop(client);
-        pr_info!("peermem_rs unloaded (live registrations: {})\n", STATS.live());
+        pr_info!("unloaded (live registrations: {})\n", STATS.live());
     }
 }

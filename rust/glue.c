@@ -12,6 +12,7 @@
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 
+#include "peer-mem-abi.h"
 #include "glue.h"
 
 MODULE_VERSION(PEERMEM_VERSION);
@@ -31,6 +32,27 @@ MODULE_PARM_DESC(mode,
 	"auto (default): persistent if the driver has the persistent API, else invalidate; "
 	"persistent: pin with nvidia_p2p_get_pages_persistent, memory outlives cudaFree until deregistration; "
 	"invalidate: pin with a free callback, cudaFree revokes the MR");
+
+/*
+ * The peer-memory core exports its functions with plain EXPORT_SYMBOL, which
+ * symbol_get() refuses since Linux 6.6.  They are weak references instead:
+ * the module loader resolves them by name when we are loaded (taking a
+ * reference on the exporting module until we are unloaded), or leaves them
+ * NULL.  The module is built without their symbol versions (CRCs), so a
+ * rebuilt or upgraded OFED does not make the load fail.
+ */
+extern typeof(ib_register_peer_memory_client) ib_register_peer_memory_client __weak;
+extern typeof(ib_unregister_peer_memory_client) ib_unregister_peer_memory_client __weak;
+
+void *peermem_core_register_fn(void)
+{
+	return ib_register_peer_memory_client;
+}
+
+void *peermem_core_unregister_fn(void)
+{
+	return ib_unregister_peer_memory_client;
+}
 
 const char *peermem_version(void)
 {

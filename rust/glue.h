@@ -21,6 +21,11 @@ const char *peermem_version(void);
 const char *peermem_param_client_name(void);
 const char *peermem_param_mode(void);
 
+/* The peer-memory core's entry points, resolved by name when this module
+ * is loaded (NULL when no loaded module exports them). */
+void *peermem_core_register_fn(void);
+void *peermem_core_unregister_fn(void);
+
 /* Run-time symbol lookup (symbol_get / symbol_put by name). */
 void *peermem_symbol_get(const char *name);
 void peermem_symbol_put(const char *name);

@@ -11,46 +11,52 @@ use core::ptr::{self, NonNull};
 use kernel::prelude::*;
 
 use crate::bindings::{
-    ib_register_peer_memory_client_t, ib_unregister_peer_memory_client_t, invalidate_peer_memory,
+    glue, ib_register_peer_memory_client_t, ib_unregister_peer_memory_client_t, invalidate_peer_memory,
     peer_memory_client, peer_memory_client_ex,
 };
-use crate::glue::Symbol;
 
 /// The resolved register/unregister pair.
 ///
 /// # Invariants
 ///
-/// The function pointers are the exported symbols of the same names, kept
-/// valid by `_refs`.
+/// The function pointers are the exported functions of those names, which
+/// the module loader resolved (weakly, by name) when this module was loaded;
+/// it holds a reference on the exporting module until we are unloaded.
 pub(crate) struct PeerCore {
     register: unsafe extern "C" fn(
         *const peer_memory_client,
         *mut invalidate_peer_memory,
     ) -> *mut c_void,
     unregister: unsafe extern "C" fn(*mut c_void),
-    _refs: [Symbol; 2],
 }
 
 impl PeerCore {
-    /// Looks up the interface; `None` if this RDMA stack has none.
+    /// The interface, or `None` if no loaded module exports it (this RDMA
+    /// stack has none, or its module was not loaded before us).
     pub(crate) fn find() -> Option<Self> {
-        let reg = Symbol::get(c"ib_register_peer_memory_client")?;
-        let unreg = Symbol::get(c"ib_unregister_peer_memory_client")?;
-        // SAFETY: the symbols are the exported functions of those names,
-        // whose C types are the typedefs of include/peer-mem-abi.h; a
+        // SAFETY: the glue returns the resolved addresses of the weak
+        // references, or null; no preconditions.
+        let (reg, unreg) = unsafe {
+            (
+                glue::peermem_core_register_fn(),
+                glue::peermem_core_unregister_fn(),
+            )
+        };
+        if reg.is_null() || unreg.is_null() {
+            return None;
+        }
+        // SAFETY: non-null addresses of the exported functions of those
+        // names, whose C types are the typedefs of include/peer-mem-abi.h; a
         // function address and `Option<fn>` have the same representation.
         let (register, unregister) = unsafe {
             (
-                core::mem::transmute::<*mut c_void, ib_register_peer_memory_client_t>(reg.addr()),
-                core::mem::transmute::<*mut c_void, ib_unregister_peer_memory_client_t>(
-                    unreg.addr(),
-                ),
+                core::mem::transmute::<*mut c_void, ib_register_peer_memory_client_t>(reg),
+                core::mem::transmute::<*mut c_void, ib_unregister_peer_memory_client_t>(unreg),
             )
         };
         Some(PeerCore {
             register: register?,
             unregister: unregister?,
-            _refs: [reg, unreg],
         })
     }
 }
@@ -77,7 +83,7 @@ unsafe impl Sync for ClientRegistration {}
 impl ClientRegistration {
     /// Registers `table`.  With `invalidation`, asks the core for its
     /// invalidate function (an invalidation-capable client); the table must
-    /// then be an extended one.  `Err(EEXIST)`: the core refused (a client of
+    /// then be an extended one.  `Err(EBUSY)`: the core refused (a client of
     /// that name exists).
     pub(crate) fn register(
         core: PeerCore,
@@ -94,7 +100,7 @@ impl ClientRegistration {
         // valid while this module is loaded, at a fixed heap address that we
         // keep until unregistering; `slot` is null or a valid out pointer.
         let handle = unsafe { (core.register)(&table.client, slot) };
-        let handle = NonNull::new(handle).ok_or(EEXIST)?;
+        let handle = NonNull::new(handle).ok_or(EBUSY)?;
         let invalidate = match (invalidation, invalidate) {
             (true, Some(f)) => Some(Invalidator { f, handle }),
             (true, None) => {

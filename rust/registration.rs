@@ -212,7 +212,7 @@ impl Registration {
             }
             Err(why) => {
                 drop(inner);
-                pr_err!("peermem_rs: refusing a pin of {} bytes: {}\n", size, format_args!("{why}"));
+                pr_err!("refusing a pin of {} bytes: {}\n", size, format_args!("{why}"));
                 STATS.error(ErrorKind::Unsupported);
                 // The callback cannot run once unpin returns: take its
                 // reference back.
@@ -246,8 +246,8 @@ impl Registration {
 
     fn dma_map(&self, mut sg: SgTable, dev: DmaDevice) -> Result<u32> {
         let Some(peer) = dev.pci() else {
-            pr_err!("peermem_rs: the RDMA device's DMA device is not a PCI device\n");
-            return Err(Self::fail(ErrorKind::NotPci, EINVAL));
+            pr_err!("the RDMA device's DMA device is not a PCI device\n");
+            return Err(Self::fail(ErrorKind::NotPci, crate::compat::eopnotsupp()));
         };
         let pages = self.range.pages() as usize;
         let mut addrs = KVec::with_capacity(pages, GFP_KERNEL)?;
@@ -283,7 +283,7 @@ impl Registration {
         drop(inner);
         let result = read
             .map_err(|why| {
-                pr_err!("peermem_rs: refusing a DMA mapping: {}\n", format_args!("{why}"));
+                pr_err!("refusing a DMA mapping: {}\n", format_args!("{why}"));
                 Self::fail(ErrorKind::Unsupported, EINVAL)
             })
             .and_then(|()| {

@@ -11,7 +11,7 @@
 # CASES=shell gives an interactive VM instead.
 . "$(dirname "$0")/lib.sh"
 KVER=$1; CASES=${2:-}
-: "${VM_TIMEOUT:=1500}" "${VM_MEM:=2G}" "${VM_CPUS:=2}"
+: "${VM_TIMEOUT:=1500}" "${VM_MEM:=3G}" "${VM_CPUS:=2}"
 mkdir -p "$RESULTS"
 mountpoint -q "$ROOT/proc" && log "note: $ROOT/proc is mounted on the host (shadowed in the VM)"
 

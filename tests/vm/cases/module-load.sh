@@ -21,6 +21,6 @@ check "no peer-memory symbols linked (looked up at load time)" \
 log_mark load
 fails_with "insmod without a peer-memory core fails with ENODEV" 'No such device' insmod "$KO"
 check "one log line names the missing core and the remedy" \
-  grep -qE 'peermem_rs: this RDMA stack has no peer-memory support \(ib_register_peer_memory_client not found\): install MLNX_OFED' <(log_since load)
+  grep -qE 'peermem_rs: no peer-memory support \(ib_register_peer_memory_client not found\): load ib_uverbs first .* install MLNX_OFED/DOCA-OFED, or register GPU memory with dma-buf' <(log_since load)
 check "not left loaded" bash -c '! grep -q "^peermem_rs " /proc/modules'
 finish
