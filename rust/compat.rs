@@ -14,14 +14,8 @@ pub(crate) const KERNEL_SERIES: &str = "6.x";
 #[cfg(not(peermem_kernel_6))]
 pub(crate) const KERNEL_SERIES: &str = "7.x";
 
-/// `EOPNOTSUPP`: 6.12's kernel crate has no constant for it.
-#[cfg(peermem_kernel_6)]
+/// `EOPNOTSUPP`: only the 7.3 kernel crate has a constant for it (6.12 and
+/// 7.2 do not), so it is made from the errno number on every kernel.
 pub(crate) fn eopnotsupp() -> Error {
     Error::from_errno(-(kernel::bindings::EOPNOTSUPP as i32))
-}
-
-/// `EOPNOTSUPP`.
-#[cfg(not(peermem_kernel_6))]
-pub(crate) fn eopnotsupp() -> Error {
-    kernel::error::code::EOPNOTSUPP
 }

@@ -13,7 +13,7 @@
 
 check "providers + peermem_rs mode=persistent" pm_up mode=persistent || finish
 check "persistent: cudaFree while registered leaves the MR valid" \
-  sim_run 'A=gpu alloc 2M fragmented:2; H=core reg $A 2M; gpu free $A; core dma-check $H; gpu get pins; core dereg $H; gpu get pins'
+  sim_run 'A=gpu alloc 2M fragmented:2; H=core reg $A 2M; gpu free $A; core dma-check $H; gpu get persistent_pins; core dereg $H; gpu get persistent_pins'
 check "... pinned until dereg, released after" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 1,0
 no_leaks
 check "unload" pm_down

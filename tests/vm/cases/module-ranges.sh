@@ -13,17 +13,21 @@ check "... the HCA sees the 4 KiB pages [VA+0x1000, VA+0x7000)" test "$(sg_total
 check "unaligned across a 64 KiB boundary: VA+0xfff0, 0x20 bytes" \
   sim_run 'A=gpu alloc 1M contiguous; H=core reg $A+0xfff0 0x20; core dma-check $H; core dereg $H'
 check "... one CPU page on each side" test "$(sg_total 1)" = $((0x2000))
-check "zero length is declined" sim_run 'A=gpu alloc 1M; !EFAULT core reg $A 0'
-check "an overflowing range is declined" sim_run 'A=gpu alloc 1M; !EFAULT core reg 0xffffffffffff0000 0x20000'
+# Zero-length and wrapping ranges: refused (by the core or by us), and
+# nothing reaches the driver.
+pins=$(gpu_get calls.get_pages)
+check "zero length is refused" sim_run 'A=gpu alloc 1M; ! core reg $A 0'
+check "an overflowing range is refused" sim_run '! core reg 0xffffffffffff0000 0x20000'
+check "... neither reached the driver" test "$(gpu_get calls.get_pages)" = "$pins"
 check "host memory (not a GPU VA) is declined" sim_run '!EFAULT core reg 0x10000000 0x10000'
 check "a range past the end of an allocation is declined" sim_run 'A=gpu alloc 1M; !EFAULT core reg $A 2M'
 # Another process's GPU memory: the VA is only valid in its own CUDA context.
-"$SIMCTL" run 'A=gpu alloc 1M; echo VA=$A; sleep 4000' > /tmp/owner.out 2>&1 & owner=$!
-for i in $(seq 50); do grep -q '^VA=' /tmp/owner.out && break; sleep 0.1; done
-va=$(sed -n 's/^VA=//p' /tmp/owner.out)
+"$SIMCTL" run 'gpu alloc 1M; sleep 4000' > /tmp/owner.out 2>&1 & owner=$!
+for i in $(seq 50); do grep -q '^alloc va=' /tmp/owner.out && break; sleep 0.1; done
+va=$(sed -nE 's/^alloc va=(0x[0-9a-f]+) .*/\1/p' /tmp/owner.out)
 check "another process's GPU VA ($va) is declined" sim_run "!EFAULT core reg $va 1M"
 kill $owner 2>/dev/null; wait $owner 2>/dev/null
-check "declined acquires were counted" test "$(pm_stat declined_acquires)" -ge 5
+check "declined acquires were counted" test "$(pm_stat declined_acquires)" -ge 3
 check "no registration is left" test "$(pm_stat live_registrations)" = 0
 no_leaks
 check "unload" pm_down
