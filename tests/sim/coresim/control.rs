@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `/dev/peer_core_sim`: what uverbs would do for a process.  Registrations
+//! made through an open file get small handles; closing the file
+//! deregisters everything it registered, as uverbs does at process exit.
+
+use core::fmt::Write;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use kernel::prelude::*;
+
+use crate::bindings::{
+    pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, sim_text, PCSIM_STATE_INVALIDATED,
+    PCSIM_STATE_MAPPED,
+};
+use crate::client;
+use crate::hooks::Hook;
+use crate::mr::{self, Request};
+use crate::reg::{Reg, State};
+use crate::sys;
+use crate::tables::{RegEntry, TABLES};
+use crate::text::{CName, Text};
+use crate::violation::{self, EVENTS, KINDS};
+
+static NEXT_FILE: AtomicU64 = AtomicU64::new(1);
+
+/// An open control file.
+pub(crate) struct Context {
+    id: u64,
+    next_handle: AtomicU32,
+}
+
+/// Copies the HCA's view of `reg` to the user array `sg` of `max` entries;
+/// returns the number of entries.
+fn copy_sg(reg: &Reg, sg: u64, max: u32) -> Result<u32> {
+    let hca = reg.with(|i| {
+        let mut v = KVec::with_capacity(i.hca.len(), GFP_KERNEL)?;
+        v.extend_from_slice(&i.hca, GFP_KERNEL)?;
+        Ok::<_, Error>(v)
+    })?;
+    let n = hca.len().min(max as usize);
+    if sg != 0 && n > 0 {
+        let bytes = core::mem::size_of::<pcsim_sge>() * n;
+        // SAFETY: `pcsim_sge` is plain old data (two u64s, no padding); the
+        // slice covers `n` initialised entries.
+        let raw = unsafe { core::slice::from_raw_parts(hca.as_ptr().cast::<u8>(), bytes) };
+        sys::copy_to_user(sg, raw)?;
+    }
+    Ok(hca.len() as u32)
+}
+
+impl Context {
+    /// A new control file.
+    pub(crate) fn new() -> Self {
+        Self {
+            id: NEXT_FILE.fetch_add(1, Ordering::Relaxed),
+            next_handle: AtomicU32::new(1),
+        }
+    }
+
+    /// ibv_reg_mr.
+    pub(crate) fn reg(&self, arg: &mut pcsim_reg) -> Result {
+        let dev = TABLES.lock().dma_device()?;
+        let req = Request {
+            va: arg.va,
+            len: arg.len,
+            access: arg.access,
+            hook: Hook::from_uapi(arg)?,
+        };
+        let reg = mr::register(&req, dev)?;
+        let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = TABLES.lock().add_reg(RegEntry {
+            file: self.id,
+            handle,
+            reg: reg.clone(),
+        }) {
+            mr::deregister(reg);
+            return Err(e);
+        }
+        arg.handle = handle;
+        arg.core_context = reg.with(|i| i.id);
+        arg.page_size = reg.with(|i| i.page_size);
+        for (d, s) in arg.client.iter_mut().zip(reg.client.name_bytes().iter()) {
+            *d = *s;
+        }
+        arg.sg_count = copy_sg(&reg, arg.sg, arg.sg_max)?;
+        Ok(())
+    }
+
+    /// ibv_dereg_mr.
+    pub(crate) fn dereg(&self, arg: &pcsim_handle) -> Result {
+        let reg = TABLES.lock().take_reg(self.id, arg.handle).ok_or(ENOENT)?;
+        mr::deregister(reg);
+        Ok(())
+    }
+
+    /// May the HCA DMA through this registration?
+    pub(crate) fn dma_check(&self, arg: &pcsim_handle) -> Result {
+        let reg = TABLES.lock().reg(self.id, arg.handle).ok_or(ENOENT)?;
+        mr::dma_check(&reg)
+    }
+
+    /// A registration's state and current SG list.
+    pub(crate) fn query(&self, arg: &mut pcsim_query) -> Result {
+        let reg = TABLES.lock().reg(self.id, arg.handle).ok_or(ENOENT)?;
+        arg.state = match reg.with(|i| i.state) {
+            State::Mapped => PCSIM_STATE_MAPPED,
+            State::Invalidated => PCSIM_STATE_INVALIDATED,
+            _ => 0,
+        };
+        arg.sg_count = copy_sg(&reg, arg.sg, arg.sg_max)?;
+        Ok(())
+    }
+
+    /// The stats as text.
+    pub(crate) fn stats(&self, arg: &mut sim_text) -> Result {
+        let mut t = Text::new();
+        report(&mut t).map_err(|_| ENOMEM)?;
+        let bytes = t.as_bytes();
+        let n = bytes.len().min(arg.size as usize);
+        sys::copy_to_user(arg.buf, &bytes[..n])?;
+        arg.len = bytes.len() as u32;
+        Ok(())
+    }
+
+    /// Zeroes the counters and re-arms the WARNs.
+    pub(crate) fn reset(&self) -> Result {
+        violation::reset();
+        Ok(())
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        loop {
+            let reg = TABLES.lock().take_any_reg(self.id);
+            let Some(reg) = reg else { break };
+            mr::deregister(reg);
+        }
+    }
+}
+
+/// The "key=value" report of `simctl core stats`.
+fn report(t: &mut Text) -> core::fmt::Result {
+    let dev = TABLES.lock().dma_device();
+    match dev {
+        Ok(d) => writeln!(t, "hca={}", d.name())?,
+        Err(_) => writeln!(t, "hca=none")?,
+    }
+    writeln!(t, "hca_nonpci={}", u8::from(sys::param_nonpci()))?;
+    for k in KINDS {
+        writeln!(t, "violation.{}={}", k.str(), violation::count(k))?;
+    }
+    writeln!(t, "violations={}", violation::total())?;
+    for (e, name) in EVENTS {
+        writeln!(t, "{}={}", name, e.get())?;
+    }
+    let clients = client::all();
+    writeln!(t, "clients={}", clients.len())?;
+    for c in clients.iter() {
+        c.describe(t)?;
+    }
+    let regs = TABLES.lock().all_regs();
+    writeln!(t, "registrations={}", regs.len())?;
+    for (file, handle, reg) in regs.iter() {
+        let (state, id, nmap, ps) = reg.with(|i| (i.state, i.id, i.nmap, i.page_size));
+        writeln!(
+            t,
+            "reg file={} handle={} client={} va={:#x} len={:#x} owner={} state={} core_context={} nmap={} page_size={:#x}",
+            file,
+            handle,
+            CName(reg.client.name_bytes()),
+            reg.va,
+            reg.len,
+            reg.owner,
+            state.name(),
+            id,
+            nmap,
+            ps
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Every entry point of peer_core_sim.ko in one place: the exported
+//! peer-memory API (glue.c exports these symbols), the invalidate callback
+//! handed to clients, the hook for nvidia_p2p_sim, the sysfs readers, the
+//! work-queue job and the character device's operations.  Errors become
+//! errno values only here.
+
+use core::ffi::{c_char, c_int, c_void};
+use kernel::error::from_result;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::bindings::{
+    invalidate_peer_memory, pcsim_handle, pcsim_query, pcsim_reg, peer_memory_client, sim_text,
+    IB_PEER_MEMORY_VER_MAX,
+};
+use crate::client::{self, Client};
+use crate::control::Context;
+use crate::hooks::Job;
+use crate::mr;
+use crate::sys;
+
+/// Registers a peer-memory client; NULL on failure (e.g. a duplicate name).
+///
+/// # Safety
+///
+/// `client` points to a `struct peer_memory_client` (plus the `_ex` fields
+/// when `version[15] != 0`) that stays valid, with callable callbacks, until
+/// `ib_unregister_peer_memory_client` returns; `invalidate_callback` is NULL
+/// or valid for writing a function pointer.
+#[no_mangle]
+unsafe extern "C" fn ib_register_peer_memory_client(
+    client: *const peer_memory_client,
+    invalidate_callback: *mut invalidate_peer_memory,
+) -> *mut c_void {
+    let invalidation = !invalidate_callback.is_null();
+    // SAFETY: the caller's contract.
+    match unsafe { client::register(client, invalidation) } {
+        Ok(c) => {
+            if invalidation {
+                // SAFETY: non-NULL and writable (caller's contract).
+                unsafe { invalidate_callback.write(Some(pcsim_invalidate)) };
+            }
+            client::handle_of(&c) as *mut c_void
+        }
+        Err(why) => {
+            pr_err!("ib_register_peer_memory_client failed: {}\n", why);
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// Unregisters a client; blocks until its registrations are gone.
+///
+/// # Safety
+///
+/// None: an unknown handle is reported, never dereferenced.
+#[no_mangle]
+unsafe extern "C" fn ib_unregister_peer_memory_client(reg_handle: *mut c_void) {
+    client::unregister(reg_handle as usize);
+}
+
+/// The invalidate callback given to invalidation clients.
+///
+/// # Safety
+///
+/// None: the handle and id are looked up, never dereferenced.
+unsafe extern "C" fn pcsim_invalidate(reg_handle: *mut c_void, core_context: u64) -> c_int {
+    from_result(|| mr::invalidate(reg_handle as usize, core_context).map(|()| 0))
+}
+
+/// Called by nvidia_p2p_sim after GPU memory was freed.
+///
+/// # Safety
+///
+/// None.
+#[no_mangle]
+unsafe extern "C" fn peer_core_sim_gpu_freed() {
+    mr::sweep();
+}
+
+/// A counter of `/sys/kernel/mm/memory_peers/<name>/`.
+///
+/// # Safety
+///
+/// `client` is the pointer given to `pcsim_glue_sysfs_add`, whose directory
+/// still exists (so the client does).
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_client_stat(client: *const c_void, attr: u32) -> u64 {
+    // SAFETY: the caller's contract.
+    let c = unsafe { &*client.cast::<Client>() };
+    c.stat(attr)
+}
+
+/// The `version` file: the client's version string.
+///
+/// # Safety
+///
+/// As `pcsim_rs_client_stat`; `buf` holds at least 17 bytes.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_client_version(client: *const c_void, buf: *mut c_char) {
+    // SAFETY: the caller's contract.
+    let c = unsafe { &*client.cast::<Client>() };
+    let v = c.version();
+    let n = v.len().min(IB_PEER_MEMORY_VER_MAX as usize);
+    // SAFETY: `buf` holds 17 bytes; `n <= 16`.
+    unsafe {
+        core::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast::<u8>(), n);
+        buf.add(n).write(0);
+    }
+}
+
+/// The work-queue function of a hook's free.
+///
+/// # Safety
+///
+/// `arg` came from `Arc::into_raw` in `spawn_job` and is used once.
+unsafe extern "C" fn pcsim_hook_job(arg: *mut c_void) {
+    // SAFETY: the caller's contract.
+    let job = unsafe { Arc::from_raw(arg.cast_const().cast::<Job>()) };
+    job.run();
+}
+
+/// Starts `job` on the core's work queue.
+pub(crate) fn spawn_job(job: Arc<Job>) -> Result {
+    let raw = Arc::into_raw(job).cast_mut().cast::<c_void>();
+    sys::run_async(pcsim_hook_job, raw).inspect_err(|_| {
+        // SAFETY: not queued, so this is the only use of `raw`.
+        drop(unsafe { Arc::from_raw(raw.cast_const().cast::<Job>()) });
+    })
+}
+
+// --- the character device (glue.c's file_operations) --------------------
+
+/// Opens a control file.
+///
+/// # Safety
+///
+/// `context` is valid for writing a pointer (the file's private_data).
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_open(context: *mut *mut c_void) -> c_int {
+    from_result(|| {
+        let ctx = KBox::new(Context::new(), GFP_KERNEL)?;
+        // SAFETY: the caller's contract.
+        unsafe { context.write(KBox::into_raw(ctx).cast()) };
+        Ok(0)
+    })
+}
+
+/// Closes a control file: deregisters everything it registered.
+///
+/// # Safety
+///
+/// `context` came from `pcsim_rs_open` and is not used again.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_release(context: *mut c_void) {
+    // SAFETY: made by `KBox::into_raw` in `pcsim_rs_open` (caller's contract).
+    drop(unsafe { KBox::from_raw(context.cast::<Context>()) });
+}
+
+/// Runs `f` on the file's context with the ioctl's argument.
+///
+/// # Safety
+///
+/// `context` came from `pcsim_rs_open` and the file is open; `arg` points to
+/// the kernel copy of the ioctl argument.
+unsafe fn with_ctx<T>(
+    context: *mut c_void,
+    arg: *mut T,
+    f: impl FnOnce(&Context, &mut T) -> Result,
+) -> c_int {
+    // SAFETY: the caller's contract; the file holds the context while open.
+    let (ctx, arg) = unsafe { (&*context.cast::<Context>(), &mut *arg) };
+    from_result(|| f(ctx, arg).map(|()| 0))
+}
+
+/// `PCSIM_IOC_REG`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_ioctl_reg(context: *mut c_void, arg: *mut pcsim_reg) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.reg(a)) }
+}
+
+/// `PCSIM_IOC_DEREG`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_ioctl_dereg(context: *mut c_void, arg: *mut pcsim_handle) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.dereg(a)) }
+}
+
+/// `PCSIM_IOC_DMA_CHECK`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_ioctl_dma_check(
+    context: *mut c_void,
+    arg: *mut pcsim_handle,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.dma_check(a)) }
+}
+
+/// `PCSIM_IOC_QUERY`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_ioctl_query(context: *mut c_void, arg: *mut pcsim_query) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.query(a)) }
+}
+
+/// `PCSIM_IOC_STATS`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_ioctl_stats(context: *mut c_void, arg: *mut sim_text) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.stats(a)) }
+}
+
+/// `PCSIM_IOC_RESET`.
+///
+/// # Safety
+///
+/// `context` came from `pcsim_rs_open` and the file is open.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_ioctl_reset(context: *mut c_void) -> c_int {
+    let mut unit = ();
+    // SAFETY: forwarded contract; `unit` is a valid argument.
+    unsafe { with_ctx(context, &mut unit, |c, ()| c.reset()) }
+}

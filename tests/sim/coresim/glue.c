@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * glue.c -- the C side of peer_core_sim.ko: exports, module parameters, the
+ * misc device's file_operations, the memory_peers sysfs directories, the
+ * step hooks' work queue, SG-list accessors and other static-inline kernel
+ * helpers for the Rust crate (peer_core_sim.rs).  No core logic lives here.
+ */
+#include <linux/bitops.h>
+#include <linux/bug.h>
+#include <linux/fs.h>
+#include <linux/jiffies.h>
+#include <linux/kernfs.h>
+#include <linux/kobject.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/mutex.h>
+#include <linux/dma-mapping.h>
+#include <linux/pci.h>
+#include <linux/scatterlist.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/sysfs.h>
+#include <linux/uaccess.h>
+#include <linux/workqueue.h>
+
+#include "peer-mem-abi.h"
+#include "sim_link.h"
+#include "glue.h"
+
+MODULE_AUTHOR("peermem-rs developers");
+
+/* --- the exported API (implemented in Rust, entry.rs) ------------------ */
+EXPORT_SYMBOL(ib_register_peer_memory_client);
+EXPORT_SYMBOL(ib_unregister_peer_memory_client);
+/* For nvidia_p2p_sim (looked up at run time). */
+EXPORT_SYMBOL_GPL(peer_core_sim_gpu_freed);
+
+/* --- module parameters ------------------------------------------------ */
+static char *hca_bdf;
+module_param(hca_bdf, charp, 0444);
+MODULE_PARM_DESC(hca_bdf, "PCI device acting as the HCA, DDDD:BB:DD.F (default: the first PCI device)");
+static bool hca_nonpci;
+module_param(hca_nonpci, bool, 0644);
+MODULE_PARM_DESC(hca_nonpci, "pass a non-PCI struct device as dma_device to new registrations");
+
+bool pcsim_glue_param_nonpci(void) { return READ_ONCE(hca_nonpci); }
+static bool honour_unmaps = true;
+module_param(honour_unmaps, bool, 0644);
+MODULE_PARM_DESC(honour_unmaps,
+	"honour PEER_MEM_INVALIDATE_UNMAPS (default); 0: behave as a core that ignores it and calls dma_unmap/put_pages from inside invalidate");
+bool pcsim_glue_param_honour_unmaps(void) { return READ_ONCE(honour_unmaps); }
+
+/* --- locks ------------------------------------------------------------------ */
+static DEFINE_MUTEX(peer_core_sim_peer_lock);
+static DEFINE_MUTEX(peer_core_sim_table_lock);
+static struct mutex *pcsim_mutex(u32 which)
+{
+	return which == PCSIM_LOCK_PEERS ? &peer_core_sim_peer_lock : &peer_core_sim_table_lock;
+}
+void pcsim_glue_lock(u32 which) { mutex_lock(pcsim_mutex(which)); }
+void pcsim_glue_unlock(u32 which) { mutex_unlock(pcsim_mutex(which)); }
+
+/* --- tasks, time, reports ----------------------------------------------- */
+u32 pcsim_glue_current_tgid(void) { return task_tgid_nr(current); }
+u64 pcsim_glue_jiffies(void) { return get_jiffies_64(); }
+u64 pcsim_glue_msecs_since(u64 since) { return jiffies_to_msecs(get_jiffies_64() - since); }
+
+static unsigned long warned[2];
+void pcsim_glue_warn(u32 kind, const char *name)
+{
+	if (kind < 2 * BITS_PER_LONG && test_and_set_bit(kind, warned))
+		return;
+	WARN(1, "peer_core_sim: contract violation: %s\n", name);
+}
+void pcsim_glue_rearm_warnings(void) { memset(warned, 0, sizeof(warned)); }
+
+int pcsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len)
+{
+	return copy_to_user(u64_to_user_ptr(user_addr), src, len) ? -EFAULT : 0;
+}
+void *pcsim_glue_kzalloc(size_t size) { return kzalloc(size, GFP_KERNEL); }
+
+/* --- the HCA -------------------------------------------------------------- */
+static struct miscdevice pcsim_misc;
+
+/* The HCA's DMA segment limit, as its driver sets it (mlx5: 2 GiB). */
+static unsigned int hca_max_seg = 0x80000000u;
+module_param(hca_max_seg, uint, 0444);
+MODULE_PARM_DESC(hca_max_seg, "DMA max segment size given to the HCA device (default 2 GiB, as mlx5 sets it)");
+static unsigned int hca_saved_max_seg;
+
+struct pci_dev *pcsim_glue_hca_get(void)
+{
+	unsigned int domain, bus, slot, fn;
+	struct pci_dev *pdev;
+
+	if (hca_bdf && *hca_bdf) {
+		if (sscanf(hca_bdf, "%x:%x:%x.%x", &domain, &bus, &slot, &fn) != 4)
+			return NULL;
+		pdev = pci_get_domain_bus_and_slot(domain, bus, PCI_DEVFN(slot, fn));
+	} else {
+		pdev = pci_get_device(PCI_ANY_ID, PCI_ANY_ID, NULL);
+	}
+	/* Model the HCA driver's set-up; restored at unload. */
+	if (pdev && pdev->dev.dma_parms) {
+		hca_saved_max_seg = dma_get_max_seg_size(&pdev->dev);
+		dma_set_max_seg_size(&pdev->dev, hca_max_seg);
+	}
+	return pdev;
+}
+void pcsim_glue_hca_put(struct pci_dev *pdev)
+{
+	if (pdev && pdev->dev.dma_parms && hca_saved_max_seg)
+		dma_set_max_seg_size(&pdev->dev, hca_saved_max_seg);
+	pci_dev_put(pdev);
+}
+struct device *pcsim_glue_pci_device(struct pci_dev *pdev) { return &pdev->dev; }
+struct device *pcsim_glue_nonpci_device(void) { return pcsim_misc.this_device; }
+const char *pcsim_glue_dev_name(struct device *dev) { return dev_name(dev); }
+
+/* --- SG tables ----------------------------------------------------------- */
+struct sg_table *pcsim_glue_sgt_alloc(void) { return kzalloc(sizeof(struct sg_table), GFP_KERNEL); }
+void pcsim_glue_sgt_free(struct sg_table *sgt)
+{
+	sg_free_table(sgt);
+	kfree(sgt);
+}
+bool pcsim_glue_sgt_empty(struct sg_table *sgt)
+{
+	return !sgt->sgl && !sgt->nents && !sgt->orig_nents;
+}
+void pcsim_glue_sgt_counts(struct sg_table *sgt, u32 *nents, u32 *orig_nents)
+{
+	*nents = sgt->nents;
+	*orig_nents = sgt->orig_nents;
+}
+
+static struct scatterlist *pcsim_sg_at(struct sg_table *sgt, u32 idx)
+{
+	struct scatterlist *sg = sgt->sgl;
+	u32 i;
+
+	if (idx >= sgt->orig_nents)
+		return NULL;
+	for (i = 0; sg && i < idx; i++)
+		sg = sg_next(sg);
+	return sg;
+}
+
+int pcsim_glue_sg_read(struct sg_table *sgt, u32 count, struct pcsim_sg_ent *ents)
+{
+	struct scatterlist *sg = sgt->sgl;
+	u32 i;
+
+	if (count > sgt->orig_nents)
+		return -EINVAL;
+	for (i = 0; i < count; i++, sg = sg_next(sg)) {
+		if (!sg)
+			return -EINVAL;
+		ents[i].dma_address = sg_dma_address(sg);
+		ents[i].dma_length = sg_dma_len(sg);
+		ents[i].length = sg->length;
+		ents[i].offset = sg->offset;
+	}
+	return 0;
+}
+
+int pcsim_glue_sg_set(struct sg_table *sgt, u32 idx, const struct pcsim_sg_ent *ent)
+{
+	struct scatterlist *sg = pcsim_sg_at(sgt, idx);
+
+	if (!sg)
+		return -EINVAL;
+	sg_dma_address(sg) = ent->dma_address;
+	sg_dma_len(sg) = ent->dma_length;
+	sg->length = ent->length;
+	sg->offset = ent->offset;
+	return 0;
+}
+
+/* --- the step hooks' worker ----------------------------------------------- */
+static struct workqueue_struct *pcsim_wq;
+
+struct pcsim_job {
+	struct work_struct work;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+static void pcsim_job_run(struct work_struct *work)
+{
+	struct pcsim_job *job = container_of(work, struct pcsim_job, work);
+
+	job->fn(job->arg);
+	kfree(job);
+}
+
+int pcsim_glue_run_async(void (*fn)(void *arg), void *arg)
+{
+	struct pcsim_job *job = kzalloc(sizeof(*job), GFP_KERNEL);
+
+	if (!job)
+		return -ENOMEM;
+	INIT_WORK(&job->work, pcsim_job_run);
+	job->fn = fn;
+	job->arg = arg;
+	queue_work(pcsim_wq, &job->work);
+	return 0;
+}
+
+/* --- /sys/kernel/mm/memory_peers ------------------------------------------ */
+static struct kobject *memory_peers_kobj;
+
+struct pcsim_peer_dir {
+	struct kobject kobj;
+	const void *client;
+};
+
+struct pcsim_peer_attr {
+	struct kobj_attribute attr;
+	u32 id;
+};
+
+static ssize_t pcsim_attr_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	struct pcsim_peer_dir *dir = container_of(kobj, struct pcsim_peer_dir, kobj);
+	u32 id = container_of(attr, struct pcsim_peer_attr, attr)->id;
+	char version[IB_PEER_MEMORY_VER_MAX + 1];
+
+	if (id == PCSIM_ATTR_VERSION) {
+		pcsim_rs_client_version(dir->client, version);
+		return sysfs_emit(buf, "%s\n", version);
+	}
+	return sysfs_emit(buf, "%llu\n", pcsim_rs_client_stat(dir->client, id));
+}
+
+#define PCSIM_ATTR(_name, _id) \
+	static struct pcsim_peer_attr pcsim_attr_##_name = { \
+		.attr = __ATTR(_name, 0444, pcsim_attr_show, NULL), .id = (_id) }
+PCSIM_ATTR(version, PCSIM_ATTR_VERSION);
+PCSIM_ATTR(num_alloc_mrs, PCSIM_ATTR_NUM_ALLOC_MRS);
+PCSIM_ATTR(num_dealloc_mrs, PCSIM_ATTR_NUM_DEALLOC_MRS);
+PCSIM_ATTR(num_reg_pages, PCSIM_ATTR_NUM_REG_PAGES);
+PCSIM_ATTR(num_dereg_pages, PCSIM_ATTR_NUM_DEREG_PAGES);
+PCSIM_ATTR(num_reg_bytes, PCSIM_ATTR_NUM_REG_BYTES);
+PCSIM_ATTR(num_dereg_bytes, PCSIM_ATTR_NUM_DEREG_BYTES);
+PCSIM_ATTR(num_free_callbacks, PCSIM_ATTR_NUM_FREE_CALLBACKS);
+
+static struct attribute *pcsim_peer_attrs[] = {
+	&pcsim_attr_version.attr.attr,
+	&pcsim_attr_num_alloc_mrs.attr.attr,
+	&pcsim_attr_num_dealloc_mrs.attr.attr,
+	&pcsim_attr_num_reg_pages.attr.attr,
+	&pcsim_attr_num_dereg_pages.attr.attr,
+	&pcsim_attr_num_reg_bytes.attr.attr,
+	&pcsim_attr_num_dereg_bytes.attr.attr,
+	&pcsim_attr_num_free_callbacks.attr.attr,
+	NULL,
+};
+ATTRIBUTE_GROUPS(pcsim_peer);
+
+static void pcsim_peer_dir_release(struct kobject *kobj)
+{
+	kfree(container_of(kobj, struct pcsim_peer_dir, kobj));
+}
+
+static const struct kobj_type pcsim_peer_ktype = {
+	.release = pcsim_peer_dir_release,
+	.sysfs_ops = &kobj_sysfs_ops,
+	.default_groups = pcsim_peer_groups,
+};
+
+void *pcsim_glue_sysfs_add(const char *name, const void *client)
+{
+	struct pcsim_peer_dir *dir = kzalloc(sizeof(*dir), GFP_KERNEL);
+
+	if (!dir)
+		return NULL;
+	dir->client = client;
+	if (kobject_init_and_add(&dir->kobj, &pcsim_peer_ktype, memory_peers_kobj, "%s", name)) {
+		kobject_put(&dir->kobj);
+		return NULL;
+	}
+	return dir;
+}
+
+void pcsim_glue_sysfs_del(void *p)
+{
+	struct pcsim_peer_dir *dir = p;
+
+	/* Removing the files waits for readers still inside show(). */
+	kobject_del(&dir->kobj);
+	kobject_put(&dir->kobj);
+}
+
+/* --- the character device ---------------------------------------------- */
+static int pcsim_open(struct inode *inode, struct file *file)
+{
+	return pcsim_rs_open(&file->private_data);
+}
+
+static int pcsim_release(struct inode *inode, struct file *file)
+{
+	pcsim_rs_release(file->private_data);
+	return 0;
+}
+
+static long pcsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	void __user *uarg = (void __user *)arg;
+	void *ctx = file->private_data;
+	union {
+		struct pcsim_reg reg;
+		struct pcsim_handle handle;
+		struct pcsim_query query;
+		struct sim_text text;
+	} u;
+	int ret;
+
+	if (_IOC_SIZE(cmd) > sizeof(u))
+		return -ENOTTY;
+	memset(&u, 0, sizeof(u));
+	if ((_IOC_DIR(cmd) & _IOC_WRITE) && copy_from_user(&u, uarg, _IOC_SIZE(cmd)))
+		return -EFAULT;
+	switch (cmd) {
+	case PCSIM_IOC_REG: ret = pcsim_rs_ioctl_reg(ctx, &u.reg); break;
+	case PCSIM_IOC_DEREG: ret = pcsim_rs_ioctl_dereg(ctx, &u.handle); break;
+	case PCSIM_IOC_DMA_CHECK: ret = pcsim_rs_ioctl_dma_check(ctx, &u.handle); break;
+	case PCSIM_IOC_STATS: ret = pcsim_rs_ioctl_stats(ctx, &u.text); break;
+	case PCSIM_IOC_RESET: ret = pcsim_rs_ioctl_reset(ctx); break;
+	case PCSIM_IOC_QUERY: ret = pcsim_rs_ioctl_query(ctx, &u.query); break;
+	default: return -ENOTTY;
+	}
+	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd)))
+		return -EFAULT;
+	return ret;
+}
+
+static const struct file_operations pcsim_fops = {
+	.owner = THIS_MODULE,
+	.open = pcsim_open,
+	.release = pcsim_release,
+	.unlocked_ioctl = pcsim_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+};
+
+static struct miscdevice pcsim_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "peer_core_sim",
+	.fops = &pcsim_fops,
+	.mode = 0666,
+};
+
+/*
+ * /sys/kernel/mm's kobject: mm_kobj is not exported to modules, so it is
+ * found through sysfs (a sysfs directory's kernfs node points back to its
+ * kobject).  It is never freed.
+ */
+static struct kobject *pcsim_mm_kobj(void)
+{
+	struct kernfs_node *kn = kernfs_find_and_get(kernel_kobj->sd, "mm");
+	struct kobject *kobj;
+
+	if (!kn)
+		return NULL;
+	kobj = kobject_get(kn->priv);
+	kernfs_put(kn);
+	return kobj;
+}
+
+int pcsim_glue_init(void)
+{
+	struct kobject *mm = pcsim_mm_kobj();
+	int ret;
+
+	if (!mm) {
+		pr_err("peer_core_sim: /sys/kernel/mm not found\n");
+		return -ENOENT;
+	}
+	memory_peers_kobj = kobject_create_and_add("memory_peers", mm);
+	kobject_put(mm);
+	if (!memory_peers_kobj) {
+		pr_err("peer_core_sim: cannot create /sys/kernel/mm/memory_peers (another peer-memory core loaded?)\n");
+		return -EEXIST;
+	}
+	pcsim_wq = alloc_workqueue("peer_core_sim", WQ_UNBOUND, 0);
+	if (!pcsim_wq) {
+		ret = -ENOMEM;
+		goto put_kobj;
+	}
+	ret = misc_register(&pcsim_misc);
+	if (ret)
+		goto destroy_wq;
+	return 0;
+destroy_wq:
+	destroy_workqueue(pcsim_wq);
+put_kobj:
+	kobject_put(memory_peers_kobj);
+	return ret;
+}
+
+void pcsim_glue_exit(void)
+{
+	misc_deregister(&pcsim_misc);
+	destroy_workqueue(pcsim_wq);
+	kobject_put(memory_peers_kobj);
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * glue.h -- the boundary between peer_core_sim's C glue (glue.c) and its
+ * Rust crate: helpers the crate calls (pcsim_glue_*: static-inline kernel
+ * functions, macros, sysfs, the work queue, module parameters) and the
+ * crate's entry points the glue calls (pcsim_rs_*).  Read by the C compiler
+ * and by bindgen.
+ */
+#ifndef PEERMEM_PCSIM_GLUE_H
+#define PEERMEM_PCSIM_GLUE_H
+
+#include <linux/types.h>
+#include "sim_uapi.h"
+
+struct device;
+struct pci_dev;
+struct sg_table;
+
+/* --- module parameters --------------------------------------------------- */
+bool pcsim_glue_param_nonpci(void);
+bool pcsim_glue_param_honour_unmaps(void);
+
+/* --- the core's two global mutexes (lockdep-visible) -------------------- */
+#define PCSIM_LOCK_PEERS	0	/* the peer-client mutex held around acquire */
+#define PCSIM_LOCK_TABLES	1	/* the handle and registration tables (leaf) */
+void pcsim_glue_lock(u32 which);
+void pcsim_glue_unlock(u32 which);
+
+/* --- tasks, time, reports ----------------------------------------------- */
+u32 pcsim_glue_current_tgid(void);
+u64 pcsim_glue_jiffies(void);
+u64 pcsim_glue_msecs_since(u64 since);
+void pcsim_glue_warn(u32 kind, const char *name);
+void pcsim_glue_rearm_warnings(void);
+int pcsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len);
+void *pcsim_glue_kzalloc(size_t size);
+
+/* --- the simulated HCA's DMA device -------------------------------------- */
+struct pci_dev *pcsim_glue_hca_get(void);	/* the PCI device (hca_bdf or the first) */
+void pcsim_glue_hca_put(struct pci_dev *pdev);
+struct device *pcsim_glue_pci_device(struct pci_dev *pdev);
+struct device *pcsim_glue_nonpci_device(void);	/* the misc device: not PCI */
+const char *pcsim_glue_dev_name(struct device *dev);
+
+/* --- SG tables (owned by the core, filled by the client) ---------------- */
+struct pcsim_sg_ent {
+	u64 dma_address;
+	u32 dma_length;
+	u32 length;
+	u32 offset;
+	u32 reserved;
+};
+struct sg_table *pcsim_glue_sgt_alloc(void);	/* zeroed; free with pcsim_glue_sgt_free */
+void pcsim_glue_sgt_free(struct sg_table *sgt);	/* sg_free_table + kfree */
+bool pcsim_glue_sgt_empty(struct sg_table *sgt);	/* never filled (or freed) */
+void pcsim_glue_sgt_counts(struct sg_table *sgt, u32 *nents, u32 *orig_nents);
+/* Entries 0..count-1 of the list (one walk), or -EINVAL if it is shorter. */
+int pcsim_glue_sg_read(struct sg_table *sgt, u32 count, struct pcsim_sg_ent *ents);
+/* Overwrites entry idx of the list, or -EINVAL past its end. */
+int pcsim_glue_sg_set(struct sg_table *sgt, u32 idx, const struct pcsim_sg_ent *ent);
+
+/* --- the step hooks' worker ----------------------------------------------- */
+int pcsim_glue_run_async(void (*fn)(void *arg), void *arg);
+
+/* --- /sys/kernel/mm/memory_peers/<name>/ ---------------------------------- */
+#define PCSIM_ATTR_VERSION		0
+#define PCSIM_ATTR_NUM_ALLOC_MRS	1
+#define PCSIM_ATTR_NUM_DEALLOC_MRS	2
+#define PCSIM_ATTR_NUM_REG_PAGES	3
+#define PCSIM_ATTR_NUM_DEREG_PAGES	4
+#define PCSIM_ATTR_NUM_REG_BYTES	5
+#define PCSIM_ATTR_NUM_DEREG_BYTES	6
+#define PCSIM_ATTR_NUM_FREE_CALLBACKS	7
+void *pcsim_glue_sysfs_add(const char *name, const void *client);
+void pcsim_glue_sysfs_del(void *dir);
+
+/* --- module init/exit pieces ---------------------------------------------- */
+int pcsim_glue_init(void);	/* memory_peers kobject, work queue, misc device */
+void pcsim_glue_exit(void);
+
+/* --- entry points implemented in Rust (entry.rs) ---------------------- */
+u64 pcsim_rs_client_stat(const void *client, u32 attr);
+/* Writes the client's version string (NUL-terminated, <= 16 bytes). */
+void pcsim_rs_client_version(const void *client, char *buf);
+int pcsim_rs_open(void **context);
+void pcsim_rs_release(void *context);
+int pcsim_rs_ioctl_reg(void *context, struct pcsim_reg *arg);
+int pcsim_rs_ioctl_dereg(void *context, struct pcsim_handle *arg);
+int pcsim_rs_ioctl_dma_check(void *context, struct pcsim_handle *arg);
+int pcsim_rs_ioctl_stats(void *context, struct sim_text *arg);
+int pcsim_rs_ioctl_reset(void *context);
+int pcsim_rs_ioctl_query(void *context, struct pcsim_query *arg);
+
+#endif /* PEERMEM_PCSIM_GLUE_H */

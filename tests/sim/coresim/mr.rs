@@ -1,0 +1,512 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory registration as the RDMA core drives a peer-memory client
+//! (shared/facts/peer-memory-core.md): acquire under the global peer mutex,
+//! get_pages -> dma_map -> get_page_size with the mapping lock held, the SG
+//! checks and the first/last entry trim (restored before dma_unmap), error
+//! unwinding, deregistration, invalidation with and without
+//! `PEER_MEM_INVALIDATE_UNMAPS`, and the HCA's DMA check.
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::bindings::{
+    pcsim_sge, sim_range, PCSIM_ACCESS_LOCAL_WRITE, PCSIM_ACCESS_REMOTE_WRITE,
+    PCSIM_ATTR_NUM_ALLOC_MRS, PCSIM_ATTR_NUM_DEALLOC_MRS, PCSIM_ATTR_NUM_DEREG_BYTES,
+    PCSIM_ATTR_NUM_DEREG_PAGES, PCSIM_ATTR_NUM_FREE_CALLBACKS, PCSIM_ATTR_NUM_REG_BYTES,
+    PCSIM_ATTR_NUM_REG_PAGES, PCSIM_STEP_AFTER_ACQUIRE, PCSIM_STEP_AFTER_DMA_MAP,
+    PCSIM_STEP_AFTER_GET_PAGES, PCSIM_STEP_IN_DEREG,
+};
+use crate::client::{self, Client};
+use crate::hooks::{self, Hook};
+use crate::reg::{NewReg, Reg, State, Trim};
+use crate::sys::{self, errno, DmaDevice, NvSim};
+use crate::tables::TABLES;
+use crate::violation::{self, Event, Kind};
+
+/// The CPU page size the core trims to.
+const PAGE_SIZE: u64 = 4096;
+/// The GPU page size (address checks walk the list in these steps).
+const GPU_PAGE: u64 = 1 << 16;
+/// The largest page size a client may report.
+const MAX_PAGE_SIZE: u64 = 1 << 30;
+
+fn align_down(x: u64, a: u64) -> u64 {
+    x - x % a
+}
+
+fn align_up(x: u64, a: u64) -> u64 {
+    align_down(x + (a - 1), a)
+}
+
+/// An `ibv_reg_mr` request.
+pub(crate) struct Request {
+    pub(crate) va: u64,
+    pub(crate) len: u64,
+    pub(crate) access: u32,
+    pub(crate) hook: Hook,
+}
+
+/// The error a client callback's return value stands for.
+fn callback_error(client: &Client, what: &str, rc: i32) -> Error {
+    if rc > 0 {
+        violation::report(
+            Kind::BadReturn,
+            format_args!("'{}' {} returned {}", client.name(), what, rc),
+        );
+        return EINVAL;
+    }
+    sys::err(-rc)
+}
+
+/// Registers `[va, va + len)` in the caller's process, as ibv_reg_mr on
+/// memory that pin_user_pages refused.
+pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
+    let (va, len) = (req.va, req.len);
+    if len == 0
+        || va
+            .checked_add(len)
+            .is_none_or(|end| end > u64::MAX - MAX_PAGE_SIZE)
+    {
+        return Err(EINVAL);
+    }
+    let owner = sys::current_tgid();
+    let Some((client, ctx)) = client::acquire(va, len) else {
+        Event::NotClaimed.count();
+        return Err(EFAULT);
+    };
+    hooks::run(&req.hook, PCSIM_STEP_AFTER_ACQUIRE, None, owner, va);
+    let n = NewReg {
+        client: client.clone(),
+        ctx,
+        va,
+        len,
+        owner,
+        writable: req.access & (PCSIM_ACCESS_LOCAL_WRITE | PCSIM_ACCESS_REMOTE_WRITE) != 0,
+        dev,
+        dereg_hook: req.hook,
+    };
+    let reg = match Reg::new(n) {
+        Ok(r) => r,
+        Err(e) => {
+            client.ops.release(ctx);
+            client.put_user();
+            return Err(e);
+        }
+    };
+    if client.invalidation {
+        match client.alloc_id(reg.clone()) {
+            Ok(id) => reg.with(|i| i.id = id),
+            Err(e) => {
+                fail(&reg);
+                return Err(e);
+            }
+        }
+    }
+    match map(&reg, req) {
+        Ok(()) => {
+            client.stat_add(PCSIM_ATTR_NUM_ALLOC_MRS, 1);
+            client.stat_add(PCSIM_ATTR_NUM_REG_PAGES, pages(&reg));
+            client.stat_add(PCSIM_ATTR_NUM_REG_BYTES, len);
+            Event::RegOk.count();
+            reg.unlock_mapping();
+            post_checks(&reg);
+            Ok(reg)
+        }
+        Err(e) => {
+            fail(&reg);
+            Err(e)
+        }
+    }
+}
+
+/// The PAGE_SIZE pages of a registration.
+fn pages(reg: &Reg) -> u64 {
+    (align_up(reg.va + reg.len, PAGE_SIZE) - align_down(reg.va, PAGE_SIZE)) / PAGE_SIZE
+}
+
+/// get_pages, dma_map, get_page_size and the SG checks (mapping lock held).
+fn map(reg: &Arc<Reg>, req: &Request) -> Result {
+    let c = &reg.client;
+    let id = reg.with(|i| i.id);
+    let rc = c
+        .ops
+        .get_pages(reg.va, reg.len, !reg.writable, reg.ctx, u64::from(id));
+    if rc != 0 {
+        return Err(callback_error(c, "get_pages", rc));
+    }
+    reg.with(|i| i.pinned = true);
+    hooks::run(
+        &req.hook,
+        PCSIM_STEP_AFTER_GET_PAGES,
+        Some(reg),
+        reg.owner,
+        reg.va,
+    );
+    let (rc, nmap) = c.ops.dma_map(&reg.sgt, reg.ctx, reg.dev);
+    if rc != 0 {
+        if !reg.sgt.is_empty() {
+            violation::report(
+                Kind::DmaMapDirty,
+                format_args!(
+                    "'{}' dma_map failed ({}) but left the SG table filled",
+                    c.name(),
+                    rc
+                ),
+            );
+        }
+        return Err(callback_error(c, "dma_map", rc));
+    }
+    reg.with(|i| i.mapped = true);
+    let ps = c.ops.get_page_size(reg.ctx);
+    if !ps.is_power_of_two() || !(PAGE_SIZE..=MAX_PAGE_SIZE).contains(&ps) {
+        violation::report(
+            Kind::BadPageSize,
+            format_args!("'{}' get_page_size returned {:#x}", c.name(), ps),
+        );
+        return Err(EINVAL);
+    }
+    check_and_trim(reg, nmap, ps)?;
+    hooks::run(
+        &req.hook,
+        PCSIM_STEP_AFTER_DMA_MAP,
+        Some(reg),
+        reg.owner,
+        reg.va,
+    );
+    reg.with(|i| i.state = State::Mapped);
+    Ok(())
+}
+
+/// Checks the SG list the client built (nmap, exact coverage of the
+/// page-size-aligned range, entries longer than the trims), then trims the
+/// first and last entries to the PAGE_SIZE-aligned range as the real core
+/// does, and records the HCA's view.
+fn check_and_trim(reg: &Reg, nmap: i32, ps: u64) -> Result {
+    let name = reg.client.name();
+    let (nents, orig) = reg.sgt.counts();
+    let n = u32::try_from(nmap).unwrap_or(0);
+    if n == 0 || n > orig || n != nents {
+        violation::report(
+            Kind::NmapMismatch,
+            format_args!(
+                "'{}' dma_map set nmap={} for a table with nents={} orig_nents={}",
+                name, nmap, nents, orig
+            ),
+        );
+        return Err(EINVAL);
+    }
+    let Ok(mut ents) = reg.sgt.read(n) else {
+        violation::report(
+            Kind::NmapMismatch,
+            format_args!("'{}' SG list has fewer than nmap={} entries", name, n),
+        );
+        return Err(EINVAL);
+    };
+    let start = align_down(reg.va, ps);
+    let end = align_up(reg.va + reg.len, ps);
+    let total: u64 = ents.iter().map(|e| u64::from(e.dma_length)).sum();
+    if total != end - start || ents.iter().any(|e| e.dma_length == 0) {
+        violation::report(
+            Kind::SgCoverage,
+            format_args!(
+                "'{}' SG list covers {:#x} bytes in {} entries; the {:#x}-aligned range [{:#x}, {:#x}) is {:#x}",
+                name, total, n, ps, start, end, end - start
+            ),
+        );
+        return Err(EINVAL);
+    }
+    let first_trim = align_down(reg.va, PAGE_SIZE) - start;
+    let last_trim = end - align_up(reg.va + reg.len, PAGE_SIZE);
+    let (Some(&first), Some(&last)) = (ents.first(), ents.last()) else {
+        return Err(EINVAL);
+    };
+    let too_short = if n == 1 {
+        u64::from(first.dma_length) <= first_trim + last_trim
+    } else {
+        u64::from(first.dma_length) <= first_trim || u64::from(last.dma_length) <= last_trim
+    };
+    if too_short {
+        violation::report(
+            Kind::SgTrim,
+            format_args!(
+                "'{}' first/last SG entry not longer than the trim ({:#x}/{:#x})",
+                name, first_trim, last_trim
+            ),
+        );
+        return Err(EINVAL);
+    }
+    // The trims are below `ps` <= 1 GiB, and each trimmed length was checked
+    // to be longer than its trim.
+    let (ft, lt) = (first_trim as u32, last_trim as u32);
+    let last_idx = n - 1;
+    if let Some(e) = ents.first_mut() {
+        e.dma_address += first_trim;
+        e.offset = e.offset.wrapping_add(ft);
+        e.length = e.length.saturating_sub(ft);
+        e.dma_length -= ft;
+    }
+    if let Some(e) = ents.last_mut() {
+        e.length = e.length.saturating_sub(lt);
+        e.dma_length -= lt;
+    }
+    let mut hca = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+    for e in ents.iter() {
+        hca.push(
+            pcsim_sge {
+                addr: e.dma_address,
+                len: u64::from(e.dma_length),
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    if let Some(e) = ents.first() {
+        reg.sgt.set(0, e)?;
+    }
+    if let Some(e) = ents.last() {
+        reg.sgt.set(last_idx, e)?;
+    }
+    reg.with(|i| {
+        i.nmap = n;
+        i.page_size = ps;
+        i.trim = Some(Trim {
+            last_idx,
+            first,
+            last,
+        });
+        i.hca = hca;
+    });
+    Ok(())
+}
+
+/// Puts the first/last entries back as the client wrote them.
+fn restore_trim(reg: &Reg) {
+    let Some(t) = reg.with(|i| i.trim.take()) else {
+        return;
+    };
+    // A client that freed or rebuilt its table meanwhile gets nothing back.
+    if reg.sgt.is_empty() || reg.sgt.counts().1 <= t.last_idx {
+        return;
+    }
+    let _ = reg.sgt.set(t.last_idx, &t.last);
+    let _ = reg.sgt.set(0, &t.first);
+}
+
+/// dma_unmap and put_pages as far as they are due.
+fn teardown(reg: &Reg) {
+    let (mapped, pinned) = reg.with(|i| (i.mapped, i.pinned));
+    let c = &reg.client;
+    if mapped {
+        restore_trim(reg);
+        let rc = c.ops.dma_unmap(&reg.sgt, reg.ctx, reg.dev);
+        if rc != 0 {
+            violation::report(
+                Kind::UnmapError,
+                format_args!("'{}' dma_unmap returned {}", c.name(), rc),
+            );
+        }
+        reg.with(|i| i.mapped = false);
+    }
+    if pinned {
+        c.ops.put_pages(&reg.sgt, reg.ctx);
+        reg.with(|i| i.pinned = false);
+    }
+}
+
+/// The end of a registration: id freed, release, the client's use dropped.
+fn finish(reg: &Reg) {
+    let id = reg.with(|i| core::mem::replace(&mut i.id, 0));
+    reg.client.free_id(id);
+    reg.client.ops.release(reg.ctx);
+    reg.client.put_user();
+}
+
+/// Error unwinding with the mapping lock held: (dma_unmap ->) put_pages ->
+/// id freed -> release.
+fn fail(reg: &Reg) {
+    teardown(reg);
+    reg.with(|i| i.state = State::Failed);
+    reg.unlock_mapping();
+    finish(reg);
+    Event::RegFailed.count();
+}
+
+/// `ibv_dereg_mr`: dma_unmap -> put_pages -> release; under the mapping
+/// lock without `PEER_MEM_INVALIDATE_UNMAPS`, after dropping it with.
+pub(crate) fn deregister(reg: Arc<Reg>) {
+    reg.lock_mapping(false);
+    hooks::run(
+        &reg.dereg_hook,
+        PCSIM_STEP_IN_DEREG,
+        Some(&reg),
+        reg.owner,
+        reg.va,
+    );
+    reg.with(|i| i.state = State::Deregistered);
+    if reg.client.unmaps() {
+        reg.unlock_mapping();
+        teardown(&reg);
+    } else {
+        teardown(&reg);
+        reg.unlock_mapping();
+    }
+    let c = &reg.client;
+    c.stat_add(PCSIM_ATTR_NUM_DEALLOC_MRS, 1);
+    c.stat_add(PCSIM_ATTR_NUM_DEREG_PAGES, pages(&reg));
+    c.stat_add(PCSIM_ATTR_NUM_DEREG_BYTES, reg.len);
+    finish(&reg);
+    Event::Dereg.count();
+}
+
+/// The core's invalidate callback: fence the registration (no DMA after
+/// return); without `PEER_MEM_INVALIDATE_UNMAPS` also dma_unmap and
+/// put_pages, re-entering the client.
+pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
+    let Some(c) = TABLES.lock().client(handle) else {
+        violation::report(
+            Kind::BadHandle,
+            format_args!(
+                "invalidate({:#x}, {}): no such client",
+                handle, core_context
+            ),
+        );
+        return Err(EINVAL);
+    };
+    let Some(reg) = c.lookup_id(core_context) else {
+        violation::report(
+            Kind::InvalidateUnknownId,
+            format_args!(
+                "'{}' invalidate with core_context {} the core did not give (or released)",
+                c.name(),
+                core_context
+            ),
+        );
+        return Err(EINVAL);
+    };
+    if reg.lock_mapping(true) {
+        Event::InvalidateWaited.count();
+    }
+    match reg.with(|i| i.state) {
+        State::Mapped => {
+            reg.with(|i| i.state = State::Invalidated);
+            Event::Invalidated.count();
+            c.stat_add(PCSIM_ATTR_NUM_FREE_CALLBACKS, 1);
+            if !c.unmaps() {
+                teardown(&reg);
+            }
+        }
+        State::Invalidated => Event::InvalidateRepeat.count(),
+        _ => Event::InvalidateLate.count(),
+    }
+    reg.unlock_mapping();
+    Ok(())
+}
+
+/// The HCA's view as ranges.
+fn ranges(reg: &Reg) -> Result<KVec<sim_range>> {
+    reg.with(|i| {
+        let mut v = KVec::with_capacity(i.hca.len(), GFP_KERNEL)?;
+        for e in i.hca.iter() {
+            v.push(
+                sim_range {
+                    addr: e.addr,
+                    len: e.len,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(v)
+    })
+}
+
+/// Reports `dma_after_free` if `reg` is still mapped but its memory is not
+/// live pinned GPU memory.  Returns whether the memory is live.
+fn check_live(nv: &NvSim, reg: &Reg, when: &str) -> bool {
+    let Ok(r) = ranges(reg) else { return true };
+    if nv.dma_live(&r).is_ok() {
+        return true;
+    }
+    let report = reg.with(|i| {
+        let report = i.state == State::Mapped && !i.dead_reported;
+        i.dead_reported |= report;
+        report
+    });
+    if report {
+        violation::report(
+            Kind::DmaAfterFree,
+            format_args!(
+                "{}: '{}' registration [{:#x}, +{:#x}) is mapped for the HCA but its GPU memory is gone (no invalidate)",
+                when,
+                reg.client.name(),
+                reg.va,
+                reg.len
+            ),
+        );
+    }
+    false
+}
+
+/// After MAPPED: the SG addresses are the GPU pages of the range, in order,
+/// and the memory is still live.
+fn post_checks(reg: &Reg) {
+    let Some(nv) = NvSim::get() else { return };
+    let Ok(r) = ranges(reg) else { return };
+    let mut v = align_down(reg.va, PAGE_SIZE);
+    'entries: for e in r.iter() {
+        let mut off = 0;
+        while off < e.len {
+            let Ok(expect) = nv.translate(reg.owner, v) else {
+                break 'entries;
+            };
+            if e.addr + off != expect {
+                violation::report(
+                    Kind::SgAddress,
+                    format_args!(
+                        "'{}' SG maps VA {:#x} to DMA {:#x}; the GPU page is at {:#x}",
+                        reg.client.name(),
+                        v,
+                        e.addr + off,
+                        expect
+                    ),
+                );
+                break 'entries;
+            }
+            let step = (GPU_PAGE - v % GPU_PAGE).min(e.len - off);
+            off += step;
+            v += step;
+        }
+    }
+    check_live(&nv, reg, "registration");
+}
+
+/// `dma_check`: Ok if the HCA may DMA, ESTALE if fenced, EFAULT if the
+/// memory is gone (a violation unless fenced), ENOENT if torn down.
+pub(crate) fn dma_check(reg: &Reg) -> Result {
+    match reg.with(|i| i.state) {
+        State::Mapped => {}
+        State::Invalidated => return Err(sys::err(errno::ESTALE)),
+        _ => return Err(ENOENT),
+    }
+    let Some(nv) = NvSim::get() else {
+        return Ok(());
+    };
+    if check_live(&nv, reg, "dma_check") {
+        return Ok(());
+    }
+    match reg.with(|i| i.state) {
+        State::Invalidated => Err(sys::err(errno::ESTALE)),
+        _ => Err(EFAULT),
+    }
+}
+
+/// After GPU memory was freed: every mapped registration must still point
+/// at live memory (its client invalidated it otherwise).
+pub(crate) fn sweep() {
+    let Some(nv) = NvSim::get() else { return };
+    let regs = TABLES.lock().all_regs();
+    for (_, _, reg) in regs.iter() {
+        if reg.with(|i| i.state == State::Mapped && !i.busy) {
+            check_live(&nv, reg, "after cudaFree");
+        }
+    }
+}

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! peer_core_sim: a simulated RDMA core + HCA for testing peer-memory
+//! clients.  It exports `ib_register_peer_memory_client` /
+//! `ib_unregister_peer_memory_client` with the real ABI (including the
+//! `_ex` extension and `PEER_MEM_INVALIDATE_UNMAPS`), drives clients as the
+//! real core does (shared/facts/peer-memory-core.md), and checks what they
+//! return: every violation is counted, logged and WARNed.
+
+use kernel::prelude::*;
+
+mod bindings;
+mod client;
+mod control;
+mod entry;
+mod hooks;
+mod mr;
+mod peer;
+mod reg;
+#[path = "../common/slots.rs"]
+mod slots;
+mod sys;
+mod tables;
+#[path = "../common/text.rs"]
+mod text;
+mod violation;
+
+module! {
+    type: PeerCoreSim,
+    name: "peer_core_sim",
+    description: "Simulated RDMA peer-memory core and HCA enforcing the peer-memory contract (test only)",
+    license: "GPL",
+}
+
+struct PeerCoreSim;
+
+impl kernel::Module for PeerCoreSim {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        sys::init()?;
+        let mut t = tables::TABLES.lock();
+        t.set_hca(Some(sys::Hca::get()));
+        let hca = t.dma_device().map(|d| d.name()).unwrap_or("none");
+        drop(t);
+        pr_info!(
+            "simulated RDMA core ready: /dev/peer_core_sim, HCA {}\n",
+            hca
+        );
+        Ok(PeerCoreSim)
+    }
+}
+
+impl Drop for PeerCoreSim {
+    fn drop(&mut self) {
+        let hca = tables::TABLES.lock().set_hca(None);
+        drop(hca);
+        tables::TABLES.lock().clear();
+        client::PEERS.lock().clear();
+        sys::exit();
+        pr_info!("simulated RDMA core removed\n");
+    }
+}

@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe wrappers over the kernel services the simulated core uses: its two
+//! global mutexes, time, reports, user copies, the HCA's DMA device, SG
+//! tables, the step hooks' worker, the memory_peers sysfs directories and
+//! the helpers of nvidia_p2p_sim (looked up at run time).  This is the
+//! crate's FFI boundary for kernel services; the clients' callbacks are
+//! called from `peer.rs`.
+
+use core::cell::UnsafeCell;
+use core::ffi::{c_void, CStr};
+use core::ops::{Deref, DerefMut};
+use core::ptr::NonNull;
+use kernel::prelude::*;
+
+use crate::bindings as b;
+
+/// `errno` values the kernel crate has no constant for (asm-generic).
+pub(crate) mod errno {
+    /// Stale file handle: a registration was invalidated (fenced).
+    pub(crate) const ESTALE: i32 = 116;
+}
+
+/// The error for a positive `errno`, or EINVAL for a value out of range.
+pub(crate) fn err(errno: i32) -> Error {
+    if (1..4096).contains(&errno) {
+        Error::from_errno(-errno)
+    } else {
+        EINVAL
+    }
+}
+
+/// The thread-group id (process id) of the current task.
+pub(crate) fn current_tgid() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { b::pcsim_glue_current_tgid() }
+}
+
+/// The 64-bit jiffies counter.
+pub(crate) fn jiffies() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { b::pcsim_glue_jiffies() }
+}
+
+/// Milliseconds elapsed since jiffies value `since`.
+pub(crate) fn msecs_since(since: u64) -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { b::pcsim_glue_msecs_since(since) }
+}
+
+/// Sleeps `ms` milliseconds.
+pub(crate) fn msleep(ms: u32) {
+    // SAFETY: may sleep; every caller runs in process context.
+    unsafe { b::msleep(ms) }
+}
+
+/// Whether new registrations get a non-PCI `dma_device` (`hca_nonpci`).
+/// `honour_unmaps`: whether the core honours `PEER_MEM_INVALIDATE_UNMAPS`.
+pub(crate) fn param_honour_unmaps() -> bool {
+    // SAFETY: reads a module parameter; no preconditions.
+    unsafe { b::pcsim_glue_param_honour_unmaps() }
+}
+
+pub(crate) fn param_nonpci() -> bool {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_nonpci() }
+}
+
+/// `WARN` once for violation `kind` (until re-armed).
+pub(crate) fn warn_once(kind: u32, name: &CStr) {
+    // SAFETY: `name` is a NUL-terminated string valid for the call.
+    unsafe { b::pcsim_glue_warn(kind, name.as_ptr().cast()) }
+}
+
+/// Re-arms every violation's `WARN_ONCE`.
+pub(crate) fn rearm_warnings() {
+    // SAFETY: no preconditions.
+    unsafe { b::pcsim_glue_rearm_warnings() }
+}
+
+/// Copies `src` to user address `dst` of the current process.
+pub(crate) fn copy_to_user(dst: u64, src: &[u8]) -> Result {
+    // SAFETY: `src` is readable for its length; `copy_to_user` checks `dst`.
+    let r = unsafe { b::pcsim_glue_copy_to_user(dst, src.as_ptr().cast(), src.len()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(EFAULT)
+    }
+}
+
+/// Module init: memory_peers kobject, work queue, misc device.
+pub(crate) fn init() -> Result {
+    // SAFETY: called once at module init.
+    kernel::error::to_result(unsafe { b::pcsim_glue_init() })
+}
+
+/// Module exit (after a successful `init`).
+pub(crate) fn exit() {
+    // SAFETY: called once at module exit after `init` succeeded.
+    unsafe { b::pcsim_glue_exit() }
+}
+
+/// A mutex defined in glue.c (so lockdep names it) guarding `T`.
+///
+/// # Invariants
+///
+/// `data` is only accessed through a [`GlueGuard`], which exists only while
+/// the glue mutex `which` is held.
+pub(crate) struct GlueMutex<T> {
+    which: u32,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: `data` is only reached with the mutex held (type invariant).
+unsafe impl<T: Send> Sync for GlueMutex<T> {}
+
+impl<T> GlueMutex<T> {
+    /// Wraps `data` with glue mutex `which` (`PCSIM_LOCK_*`).
+    pub(crate) const fn new(which: u32, data: T) -> Self {
+        Self {
+            which,
+            data: UnsafeCell::new(data),
+        }
+    }
+
+    /// Blocks until the mutex is held.
+    pub(crate) fn lock(&self) -> GlueGuard<'_, T> {
+        // SAFETY: may sleep; callers run in process context.
+        unsafe { b::pcsim_glue_lock(self.which) };
+        // INVARIANT: the mutex is held.
+        GlueGuard { m: self }
+    }
+}
+
+/// Proof that a [`GlueMutex`] is held.
+pub(crate) struct GlueGuard<'a, T> {
+    m: &'a GlueMutex<T>,
+}
+
+impl<T> Deref for GlueGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the mutex is held while the guard exists.
+        unsafe { &*self.m.data.get() }
+    }
+}
+
+impl<T> DerefMut for GlueGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`; `&mut self` makes the reference unique.
+        unsafe { &mut *self.m.data.get() }
+    }
+}
+
+impl<T> Drop for GlueGuard<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: the guard exists only while this task holds the mutex.
+        unsafe { b::pcsim_glue_unlock(self.m.which) }
+    }
+}
+
+/// The HCA: a PCI device of the machine, held for the module's lifetime.
+///
+/// # Invariants
+///
+/// `pdev` is NULL or a referenced PCI device, put once on drop.
+pub(crate) struct Hca {
+    pdev: *mut b::pci_dev,
+}
+
+// SAFETY: a referenced PCI device may be used and put from any task.
+unsafe impl Send for Hca {}
+// SAFETY: only read after construction.
+unsafe impl Sync for Hca {}
+
+impl Hca {
+    /// Looks the HCA up (`hca_bdf`, else the first PCI device).
+    pub(crate) fn get() -> Self {
+        // SAFETY: no preconditions; returns a referenced device or NULL.
+        let pdev = unsafe { b::pcsim_glue_hca_get() };
+        Self { pdev }
+    }
+
+    /// The DMA device for a new registration: the PCI device's, or a
+    /// non-PCI device with `hca_nonpci=1` (or if the machine has no PCI).
+    pub(crate) fn dma_device(&self) -> DmaDevice {
+        let dev = if param_nonpci() || self.pdev.is_null() {
+            // SAFETY: the misc device is registered while the module lives.
+            unsafe { b::pcsim_glue_nonpci_device() }
+        } else {
+            // SAFETY: `pdev` is a referenced PCI device (invariant).
+            unsafe { b::pcsim_glue_pci_device(self.pdev) }
+        };
+        DmaDevice { dev }
+    }
+}
+
+impl Drop for Hca {
+    fn drop(&mut self) {
+        if !self.pdev.is_null() {
+            // SAFETY: referenced by `get` and put once here (invariant).
+            unsafe { b::pcsim_glue_hca_put(self.pdev) }
+        }
+    }
+}
+
+/// A `struct device *` passed to clients as `dma_device`.
+///
+/// # Invariants
+///
+/// `dev` is a device that lives as long as the module (the HCA's or the
+/// misc device's).
+#[derive(Clone, Copy)]
+pub(crate) struct DmaDevice {
+    dev: *mut b::device,
+}
+
+// SAFETY: a device pointer valid for the module's lifetime (invariant).
+unsafe impl Send for DmaDevice {}
+// SAFETY: as above; never written through here.
+unsafe impl Sync for DmaDevice {}
+
+impl DmaDevice {
+    /// The pointer handed to clients.
+    pub(crate) fn as_ptr(self) -> *mut b::device {
+        self.dev
+    }
+
+    /// The device's name, for reports.
+    pub(crate) fn name(self) -> &'static str {
+        // SAFETY: the device lives (invariant); `dev_name` is NUL-terminated.
+        let name = unsafe { CStr::from_ptr(b::pcsim_glue_dev_name(self.dev).cast()) };
+        name.to_str().unwrap_or("?")
+    }
+}
+
+/// One SG entry as stored in a `struct scatterlist`.
+pub(crate) type SgEnt = b::pcsim_sg_ent;
+
+/// The `struct sg_table` the core hands to a client's dma_map.
+///
+/// # Invariants
+///
+/// `t` was allocated zeroed by `pcsim_glue_sgt_alloc` and is freed once, on
+/// drop.  The core uses it only under the registration's mapping lock.
+pub(crate) struct SgTable {
+    t: NonNull<b::sg_table>,
+}
+
+// SAFETY: kernel memory, freed from any task; accesses are serialised by the
+// registration's mapping lock.
+unsafe impl Send for SgTable {}
+// SAFETY: as above.
+unsafe impl Sync for SgTable {}
+
+impl SgTable {
+    /// An empty table.
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: no preconditions.
+        let t = NonNull::new(unsafe { b::pcsim_glue_sgt_alloc() }).ok_or(ENOMEM)?;
+        Ok(Self { t })
+    }
+
+    /// The pointer handed to clients.
+    pub(crate) fn as_ptr(&self) -> *mut b::sg_table {
+        self.t.as_ptr()
+    }
+
+    /// Whether the table holds no list.
+    pub(crate) fn is_empty(&self) -> bool {
+        // SAFETY: a valid table (invariant).
+        unsafe { b::pcsim_glue_sgt_empty(self.t.as_ptr()) }
+    }
+
+    /// (nents, orig_nents).
+    pub(crate) fn counts(&self) -> (u32, u32) {
+        let (mut n, mut o) = (0, 0);
+        // SAFETY: a valid table (invariant); the outputs are valid u32s.
+        unsafe { b::pcsim_glue_sgt_counts(self.t.as_ptr(), &mut n, &mut o) };
+        (n, o)
+    }
+
+    /// Entries `0..count`.
+    pub(crate) fn read(&self, count: u32) -> Result<KVec<SgEnt>> {
+        let mut v = KVec::new();
+        v.extend_with(count as usize, SgEnt::default(), GFP_KERNEL)?;
+        // SAFETY: a valid table (invariant); `v` holds `count` entries; the
+        // glue walks at most `orig_nents` entries of the client-built list.
+        kernel::error::to_result(unsafe { b::pcsim_glue_sg_read(self.t.as_ptr(), count, v.as_mut_ptr()) })?;
+        Ok(v)
+    }
+
+    /// Overwrites entry `idx`.
+    pub(crate) fn set(&self, idx: u32, e: &SgEnt) -> Result {
+        // SAFETY: a valid table (invariant); the glue walks at most
+        // `orig_nents` entries of the client-built list.
+        kernel::error::to_result(unsafe { b::pcsim_glue_sg_set(self.t.as_ptr(), idx, e) })
+    }
+}
+
+impl Drop for SgTable {
+    fn drop(&mut self) {
+        // SAFETY: allocated by the glue and freed once here (invariant);
+        // `sg_free_table` is a no-op on a table the client already freed.
+        unsafe { b::pcsim_glue_sgt_free(self.t.as_ptr()) }
+    }
+}
+
+/// Runs `f(arg)` on the core's work queue.
+pub(crate) fn run_async(f: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) -> Result {
+    // SAFETY: the work queue calls `f(arg)` once; `f`'s contract is the
+    // caller's business (entry.rs).
+    kernel::error::to_result(unsafe { b::pcsim_glue_run_async(Some(f), arg) })
+}
+
+/// A `/sys/kernel/mm/memory_peers/<name>/` directory.
+///
+/// # Invariants
+///
+/// `dir` came from `pcsim_glue_sysfs_add` and is removed once, on drop.
+pub(crate) struct SysfsDir {
+    dir: NonNull<c_void>,
+}
+
+// SAFETY: a kobject may be removed from any task.
+unsafe impl Send for SysfsDir {}
+
+impl SysfsDir {
+    /// Creates the directory `name` whose files read `client`'s counters.
+    ///
+    /// # Safety
+    ///
+    /// `client` stays valid for `pcsim_rs_client_*` until the directory is
+    /// dropped.
+    pub(crate) unsafe fn new(name: &CStr, client: *const c_void) -> Result<Self> {
+        // SAFETY: `name` is NUL-terminated; `client`'s lifetime is the
+        // caller's contract.
+        let dir = unsafe { b::pcsim_glue_sysfs_add(name.as_ptr().cast(), client) };
+        Ok(Self {
+            dir: NonNull::new(dir).ok_or(EEXIST)?,
+        })
+    }
+}
+
+impl Drop for SysfsDir {
+    fn drop(&mut self) {
+        // SAFETY: made by `new`, removed once here; waits for readers.
+        unsafe { b::pcsim_glue_sysfs_del(self.dir.as_ptr()) }
+    }
+}
+
+/// A function of another module, held while this value lives.
+///
+/// # Invariants
+///
+/// `addr` was returned by `__symbol_get(name)` and is put back on drop.
+struct Symbol {
+    name: &'static CStr,
+    addr: NonNull<c_void>,
+}
+
+impl Symbol {
+    fn get(name: &'static CStr) -> Option<Self> {
+        // SAFETY: `name` is NUL-terminated.
+        let p = unsafe { b::__symbol_get(name.as_ptr().cast()) };
+        Some(Self {
+            name,
+            addr: NonNull::new(p)?,
+        })
+    }
+}
+
+impl Drop for Symbol {
+    fn drop(&mut self) {
+        // SAFETY: got by name, put back once (invariant).
+        unsafe { b::__symbol_put(self.name.as_ptr().cast()) }
+    }
+}
+
+type FreeVaFn = unsafe extern "C" fn(u32, u64) -> i32;
+type DmaLiveFn = unsafe extern "C" fn(*const b::sim_range, u32) -> i32;
+type TranslateFn = unsafe extern "C" fn(u32, u64, *mut u64) -> i32;
+
+/// The helpers of nvidia_p2p_sim (sim_link.h), if it is loaded.
+///
+/// # Invariants
+///
+/// Each symbol is the nvidia_p2p_sim export of the same name, with the
+/// prototype in sim_link.h.
+pub(crate) struct NvSim {
+    free_va: Symbol,
+    dma_live: Symbol,
+    translate: Symbol,
+}
+
+impl NvSim {
+    /// The simulated GPU, or `None` if nvidia_p2p_sim is not loaded.
+    pub(crate) fn get() -> Option<Self> {
+        Some(Self {
+            free_va: Symbol::get(c"nvidia_p2p_sim_free_va")?,
+            dma_live: Symbol::get(c"nvidia_p2p_sim_dma_live")?,
+            translate: Symbol::get(c"nvidia_p2p_sim_translate")?,
+        })
+    }
+
+    /// cudaFree(`va`) in process `tgid`.
+    pub(crate) fn free_va(&self, tgid: u32, va: u64) -> Result {
+        // SAFETY: the prototype of `nvidia_p2p_sim_free_va` (invariant).
+        let f =
+            unsafe { core::mem::transmute::<*mut c_void, FreeVaFn>(self.free_va.addr.as_ptr()) };
+        // SAFETY: plain values; callable in process context.
+        kernel::error::to_result(unsafe { f(tgid, va) })
+    }
+
+    /// Ok if every range is live, pinned, DMA-mapped GPU memory.
+    pub(crate) fn dma_live(&self, ranges: &[b::sim_range]) -> Result {
+        // SAFETY: the prototype of `nvidia_p2p_sim_dma_live` (invariant).
+        let f =
+            unsafe { core::mem::transmute::<*mut c_void, DmaLiveFn>(self.dma_live.addr.as_ptr()) };
+        // SAFETY: `ranges` is a readable slice of that length.
+        kernel::error::to_result(unsafe { f(ranges.as_ptr(), ranges.len() as u32) })
+    }
+
+    /// The DMA address of byte `va` of process `tgid`'s GPU memory.
+    pub(crate) fn translate(&self, tgid: u32, va: u64) -> Result<u64> {
+        // SAFETY: the prototype of `nvidia_p2p_sim_translate` (invariant).
+        let f = unsafe {
+            core::mem::transmute::<*mut c_void, TranslateFn>(self.translate.addr.as_ptr())
+        };
+        let mut out = 0u64;
+        // SAFETY: `out` is a writable u64.
+        kernel::error::to_result(unsafe { f(tgid, va, &mut out) })?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The contract checks' outcome: each violation kind has a counter tests
+//! read (`violation.<name>=N` in the stats), a log line naming it, and a
+//! `WARN` the first time it fires (re-armed by a counter reset).  Also the
+//! core's event counters.
+
+use core::ffi::CStr;
+use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::prelude::*;
+
+use crate::sys;
+
+/// A contract violation a peer-memory client can commit against the core.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Kind {
+    /// The SG list does not cover exactly the page-size-aligned range.
+    SgCoverage,
+    /// The SG list's DMA addresses are not the range's GPU pages, in order.
+    SgAddress,
+    /// `*nmap` does not match the SG table (0, > orig_nents, != nents).
+    NmapMismatch,
+    /// The first or last SG entry is not longer than the core's trim.
+    SgTrim,
+    /// `get_page_size` is not a power of two >= PAGE_SIZE.
+    BadPageSize,
+    /// `dma_map` failed but left the SG table filled.
+    DmaMapDirty,
+    /// `dma_unmap` returned non-zero.
+    UnmapError,
+    /// `invalidate` with a core_context id the core never gave or released.
+    InvalidateUnknownId,
+    /// `invalidate`/`unregister` with a handle that is no registered client.
+    BadHandle,
+    /// The HCA still maps memory that is no longer live pinned GPU memory:
+    /// the client's free callback returned without invalidating.
+    DmaAfterFree,
+    /// A callback returned a value outside its contract.
+    BadReturn,
+    /// `ib_register_peer_memory_client` with a malformed client.
+    BadClient,
+}
+
+/// Every kind, in counter order.
+pub(crate) const KINDS: [Kind; 12] = [
+    Kind::SgCoverage,
+    Kind::SgAddress,
+    Kind::NmapMismatch,
+    Kind::SgTrim,
+    Kind::BadPageSize,
+    Kind::DmaMapDirty,
+    Kind::UnmapError,
+    Kind::InvalidateUnknownId,
+    Kind::BadHandle,
+    Kind::DmaAfterFree,
+    Kind::BadReturn,
+    Kind::BadClient,
+];
+
+impl Kind {
+    /// The name tests see.
+    pub(crate) fn name(self) -> &'static CStr {
+        match self {
+            Kind::SgCoverage => c"sg_coverage",
+            Kind::SgAddress => c"sg_address",
+            Kind::NmapMismatch => c"nmap_mismatch",
+            Kind::SgTrim => c"sg_trim",
+            Kind::BadPageSize => c"bad_page_size",
+            Kind::DmaMapDirty => c"dma_map_dirty",
+            Kind::UnmapError => c"unmap_error",
+            Kind::InvalidateUnknownId => c"invalidate_unknown_id",
+            Kind::BadHandle => c"bad_handle",
+            Kind::DmaAfterFree => c"dma_after_free",
+            Kind::BadReturn => c"bad_return",
+            Kind::BadClient => c"bad_client",
+        }
+    }
+
+    /// The name as `&str`.
+    pub(crate) fn str(self) -> &'static str {
+        self.name().to_str().unwrap_or("?")
+    }
+}
+
+static COUNTS: [AtomicU64; KINDS.len()] = [const { AtomicU64::new(0) }; KINDS.len()];
+
+/// Records one violation: counter, log line, WARN (once per kind).
+pub(crate) fn report(kind: Kind, what: fmt::Arguments<'_>) {
+    COUNTS[kind as usize].fetch_add(1, Ordering::Relaxed);
+    pr_err!("contract violation {}: {}\n", kind.str(), what);
+    sys::warn_once(kind as u32, kind.name());
+}
+
+/// The count of `kind`.
+pub(crate) fn count(kind: Kind) -> u64 {
+    COUNTS[kind as usize].load(Ordering::Relaxed)
+}
+
+/// The sum over all kinds.
+pub(crate) fn total() -> u64 {
+    KINDS.iter().map(|&k| count(k)).sum()
+}
+
+/// An event the core counts (not a violation).
+#[derive(Clone, Copy)]
+#[repr(usize)]
+pub(crate) enum Event {
+    /// A registration completed (MAPPED).
+    RegOk,
+    /// A registration failed.
+    RegFailed,
+    /// No client claimed a range.
+    NotClaimed,
+    /// A registration was deregistered.
+    Dereg,
+    /// A registration was invalidated (fenced).
+    Invalidated,
+    /// `invalidate` for an already invalidated registration.
+    InvalidateRepeat,
+    /// `invalidate` for a registration being torn down (ignored).
+    InvalidateLate,
+    /// An invalidation waited for an in-flight get_pages/dma_map.
+    InvalidateWaited,
+    /// A step hook ran a free.
+    HookFree,
+    /// A step hook's free neither finished nor blocked in time.
+    HookTimeout,
+}
+
+/// Every event with its name, in counter order.
+pub(crate) const EVENTS: [(Event, &str); 10] = [
+    (Event::RegOk, "regs"),
+    (Event::RegFailed, "regs_failed"),
+    (Event::NotClaimed, "regs_unclaimed"),
+    (Event::Dereg, "deregs"),
+    (Event::Invalidated, "invalidations"),
+    (Event::InvalidateRepeat, "invalidate_repeats"),
+    (Event::InvalidateLate, "invalidate_late"),
+    (Event::InvalidateWaited, "invalidate_waited"),
+    (Event::HookFree, "hook_frees"),
+    (Event::HookTimeout, "hook_timeouts"),
+];
+
+static EVENT_COUNTS: [AtomicU64; EVENTS.len()] = [const { AtomicU64::new(0) }; EVENTS.len()];
+
+impl Event {
+    /// Counts one event.
+    pub(crate) fn count(self) {
+        EVENT_COUNTS[self as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The events counted so far.
+    pub(crate) fn get(self) -> u64 {
+        EVENT_COUNTS[self as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// Zeroes every counter and re-arms the WARNs.
+pub(crate) fn reset() {
+    for c in Iterator::chain(COUNTS.iter(), EVENT_COUNTS.iter()) {
+        c.store(0, Ordering::Relaxed);
+    }
+    sys::rearm_warnings();
+}

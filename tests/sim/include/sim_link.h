@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * sim_link.h -- what the simulators offer each other and the persistent-API
+ * companion module, beyond the two real ABIs.  Every cross-simulator call is
+ * looked up at run time (__symbol_get), so each simulator loads without the
+ * other; only nvidia_p2p_sim_persistent.ko links against nvidia_p2p_sim.ko.
+ */
+#ifndef PEERMEM_SIM_LINK_H
+#define PEERMEM_SIM_LINK_H
+
+#include <linux/types.h>
+
+struct nvidia_p2p_page_table;
+
+/* A DMA range the simulated HCA would access. */
+struct sim_range {
+	u64 addr;
+	u64 len;
+};
+
+/* --- exported GPL-only by nvidia_p2p_sim.ko ------------------------------ */
+
+/* The two persistent entry points, re-exported under their real names by
+ * nvidia_p2p_sim_persistent.ko (absent: __symbol_get of the real names
+ * returns NULL, as with a driver older than 535). */
+int nvidia_p2p_sim_get_pages_persistent(u64 virtual_address, u64 length,
+					struct nvidia_p2p_page_table **page_table, u32 flags);
+int nvidia_p2p_sim_put_pages_persistent(u64 virtual_address,
+					struct nvidia_p2p_page_table *page_table, u32 flags);
+/* cudaFree(va) on behalf of process `tgid` (the step hooks' worker). */
+int nvidia_p2p_sim_free_va(u32 tgid, u64 va);
+/* 0 if every range lies in live, pinned and DMA-mapped GPU memory, else
+ * -EFAULT. */
+int nvidia_p2p_sim_dma_live(const struct sim_range *ranges, u32 count);
+/* The DMA address of byte `va` of process `tgid`'s GPU memory, or -ENOENT. */
+int nvidia_p2p_sim_translate(u32 tgid, u64 va, u64 *dma_address);
+
+/* --- exported GPL-only by peer_core_sim.ko -------------------------------- */
+
+/* Called by nvidia_p2p_sim (not holding its lock) after GPU memory was
+ * freed: the core checks that no registration the HCA may still use points
+ * at memory that is gone. */
+void peer_core_sim_gpu_freed(void);
+
+#endif /* PEERMEM_SIM_LINK_H */

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * sim_uapi.h -- the userspace interface of the two simulators' character
+ * devices, /dev/nvidia_p2p_sim (a simulated GPU) and /dev/peer_core_sim (a
+ * simulated RDMA core + HCA).  tests/simctl mirrors these structures in
+ * Rust (src/uapi.rs) with the same size checks.  Every ioctl returns 0 or
+ * -1 with errno; text outputs are "key=value" lines.
+ */
+#ifndef PEERMEM_SIM_UAPI_H
+#define PEERMEM_SIM_UAPI_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <linux/ioctl.h>
+#include <linux/build_bug.h>
+#else
+#include <linux/types.h>
+#include <linux/ioctl.h>
+#endif
+
+/* --- shared ------------------------------------------------------------ */
+
+/* A text reply: the kernel writes up to `size` bytes at user address `buf`
+ * and stores the full length of the text in `len` (> size: truncated). */
+struct sim_text {
+	__u64 buf;
+	__u32 size;
+	__u32 len;
+};
+
+/* --- nvidia_p2p_sim ------------------------------------------------------ */
+
+#define NVSIM_LAYOUT_CONTIGUOUS	0	/* physically contiguous as far as possible */
+#define NVSIM_LAYOUT_FRAGMENTED	1	/* runs of run_pages GPU pages, never adjacent */
+#define NVSIM_LAYOUT_SHUFFLED	2	/* every GPU page apart, in random order */
+
+/* cudaMalloc: len is a multiple of 64 KiB; va 0 lets the simulator choose,
+ * otherwise the allocation is placed at va (to model VA reuse). */
+struct nvsim_alloc {
+	__u64 len;
+	__u64 va;		/* in: 0 or the wanted VA; out: the VA */
+	__u32 layout;		/* NVSIM_LAYOUT_* */
+	__u32 run_pages;	/* fragmented: GPU pages per run (1..64) */
+};
+
+struct nvsim_free {
+	__u64 va;		/* any VA inside the allocation's first page */
+};
+
+#define NVSIM_FAULT_GET_PAGES	0	/* nvidia_p2p_get_pages */
+#define NVSIM_FAULT_DMA_MAP	1	/* nvidia_p2p_dma_map_pages */
+#define NVSIM_FAULT_PERSISTENT	2	/* nvidia_p2p_get_pages_persistent */
+#define NVSIM_FAULT_SITES	3
+
+/* Fail the next `count` calls at `site` with -err (err > 0). */
+struct nvsim_fault {
+	__u32 site;
+	__u32 count;
+	__s32 err;
+	__u32 reserved;
+};
+
+/* Sleep this long per 64 KiB page in get_pages (models pin cost). */
+struct nvsim_delay {
+	__u32 us_per_page;
+	__u32 reserved;
+};
+
+#define NVSIM_IOC_ALLOC		_IOWR('N', 1, struct nvsim_alloc)
+#define NVSIM_IOC_FREE		_IOW('N', 2, struct nvsim_free)
+#define NVSIM_IOC_FAULT		_IOW('N', 3, struct nvsim_fault)
+#define NVSIM_IOC_DELAY		_IOW('N', 4, struct nvsim_delay)
+#define NVSIM_IOC_STATS		_IOWR('N', 5, struct sim_text)
+#define NVSIM_IOC_RESET		_IO('N', 6)	/* zero counters, re-arm WARN_ONCEs */
+
+/* --- peer_core_sim ------------------------------------------------------- */
+
+/* Step hooks of a registration (struct pcsim_reg.hook_step). */
+#define PCSIM_STEP_NONE		0
+#define PCSIM_STEP_AFTER_ACQUIRE 1	/* after acquire, before get_pages */
+#define PCSIM_STEP_AFTER_GET_PAGES 2	/* after get_pages (mapping lock held) */
+#define PCSIM_STEP_AFTER_DMA_MAP 3	/* after dma_map (mapping lock held) */
+#define PCSIM_STEP_IN_DEREG	4	/* at dereg, mapping lock held, before dma_unmap */
+/* Hook actions (struct pcsim_reg.hook_action). */
+#define PCSIM_ACTION_NONE	0
+#define PCSIM_ACTION_FREE	1	/* cudaFree(hook_va) from another thread, then wait
+					 * (up to hook_ms) until it finished or blocked on
+					 * this registration's mapping lock */
+#define PCSIM_ACTION_DELAY	2	/* sleep hook_ms in the registering thread */
+
+/* IB access flags used by reg (IB_ACCESS_*): any write flag = writable. */
+#define PCSIM_ACCESS_LOCAL_WRITE	1
+#define PCSIM_ACCESS_REMOTE_WRITE	2
+#define PCSIM_ACCESS_REMOTE_READ	4
+
+/* One SG entry as the HCA sees it (after the core's first/last trim). */
+struct pcsim_sge {
+	__u64 addr;
+	__u64 len;
+};
+
+#define PCSIM_NAME_MAX 64
+
+/* ibv_reg_mr(va, len, access) in the caller's process context. */
+struct pcsim_reg {
+	__u64 va;
+	__u64 len;
+	__u32 access;
+	__u32 hook_step;	/* PCSIM_STEP_* */
+	__u32 hook_action;	/* PCSIM_ACTION_* */
+	__u32 hook_ms;		/* delay, or the longest wait after a free */
+	__u64 hook_va;		/* the VA the free hook frees; 0: this va */
+	__u64 sg;		/* user pointer to struct pcsim_sge[sg_max] (may be 0) */
+	__u32 sg_max;
+	__u32 sg_count;		/* out: nmap (entries the HCA uses) */
+	__u32 handle;		/* out: the registration's handle (per open file) */
+	__u32 core_context;	/* out: the id given to an invalidation client (0: none) */
+	__u64 page_size;	/* out: the client's get_page_size() */
+	char client[PCSIM_NAME_MAX];	/* out: the client that served it */
+};
+
+struct pcsim_handle {
+	__u32 handle;
+	__u32 reserved;
+};
+
+/* The current SG list of a registration and its state. */
+#define PCSIM_STATE_MAPPED	1
+#define PCSIM_STATE_INVALIDATED	2	/* fenced by the client's invalidate */
+struct pcsim_query {
+	__u32 handle;
+	__u32 state;		/* out: PCSIM_STATE_* */
+	__u64 sg;		/* user pointer to struct pcsim_sge[sg_max] */
+	__u32 sg_max;
+	__u32 sg_count;		/* out */
+};
+
+#define PCSIM_IOC_REG		_IOWR('P', 1, struct pcsim_reg)
+#define PCSIM_IOC_DEREG		_IOW('P', 2, struct pcsim_handle)
+/* 0: the HCA may DMA; -ESTALE: invalidated (fenced); -EFAULT: the DMA
+ * addresses are not live pinned GPU memory (a counted violation);
+ * -ENOENT: no such handle. */
+#define PCSIM_IOC_DMA_CHECK	_IOW('P', 3, struct pcsim_handle)
+#define PCSIM_IOC_STATS		_IOWR('P', 4, struct sim_text)
+#define PCSIM_IOC_RESET		_IO('P', 5)
+#define PCSIM_IOC_QUERY		_IOWR('P', 6, struct pcsim_query)
+
+#ifdef __KERNEL__
+static_assert(sizeof(struct sim_text) == 16);
+static_assert(sizeof(struct nvsim_alloc) == 24);
+static_assert(sizeof(struct nvsim_free) == 8);
+static_assert(sizeof(struct nvsim_fault) == 16);
+static_assert(sizeof(struct nvsim_delay) == 8);
+static_assert(sizeof(struct pcsim_sge) == 16);
+static_assert(sizeof(struct pcsim_reg) == 136);
+static_assert(sizeof(struct pcsim_handle) == 8);
+static_assert(sizeof(struct pcsim_query) == 24);
+#endif
+
+#endif /* PEERMEM_SIM_UAPI_H */

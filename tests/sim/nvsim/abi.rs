@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ABI objects the simulator hands to clients: page tables
+//! (`struct nvidia_p2p_page_table` with its page array and GPU UUID) and DMA
+//! mappings (`struct nvidia_p2p_dma_mapping` with its address array), each
+//! in its own kmalloc'd memory so KASAN sees a client's out-of-bounds read
+//! (a v1 table is allocated with the 32-byte v1 size: reading `flags` is
+//! caught).  On release everything is poisoned and the arrays are freed;
+//! the table or mapping itself stays quarantined for a while (see
+//! `gpu::Retired`).  This module writes the raw memory: it is the crate's
+//! FFI boundary for the ABI structures.
+
+use core::mem::size_of;
+use core::ptr::NonNull;
+use kernel::prelude::*;
+
+use crate::bindings::{
+    nvidia_p2p_dma_mapping, nvidia_p2p_page, nvidia_p2p_page_table, pci_dev,
+    NVIDIA_P2P_DMA_MAPPING_VERSION, NVIDIA_P2P_PAGE_SIZE_64KB, NVIDIA_P2P_PAGE_TABLE_V1_SIZE,
+};
+use crate::sys::RawBuf;
+
+/// The byte released objects are filled with.
+const POISON: u8 = 0x6b;
+
+/// The simulated GPU's UUID ("GPU-5eed0000-...").
+const GPU_UUID: [u8; 16] = *b"\x5e\xed\0\0peermem-sim\0";
+
+/// A page table handed to a client.
+///
+/// # Invariants
+///
+/// `table` holds an initialised `nvidia_p2p_page_table` (32 bytes for a
+/// major-1 version, 40 otherwise) whose `pages` points into `ptrs`, each of
+/// whose `entries` pointers points into `pages`; `gpu_uuid` points to
+/// `uuid` (16 bytes) -- until `retire` is called.
+pub(crate) struct PageTable {
+    table: RawBuf,
+    ptrs: RawBuf,
+    pages: RawBuf,
+    uuid: RawBuf,
+}
+
+impl PageTable {
+    /// Builds a table of `version` for the GPU pages at physical addresses
+    /// `phys`.
+    pub(crate) fn new(version: u32, phys: &[u64]) -> Result<Self> {
+        let n = phys.len();
+        let size = if version >> 16 == 1 {
+            NVIDIA_P2P_PAGE_TABLE_V1_SIZE as usize
+        } else {
+            size_of::<nvidia_p2p_page_table>()
+        };
+        let table = RawBuf::new(size)?;
+        let ptrs = RawBuf::new(
+            n.checked_mul(size_of::<*mut nvidia_p2p_page>())
+                .ok_or(EINVAL)?,
+        )?;
+        let pages = RawBuf::new(n.checked_mul(size_of::<nvidia_p2p_page>()).ok_or(EINVAL)?)?;
+        let uuid = RawBuf::new(GPU_UUID.len())?;
+        let page_base = pages.as_ptr().cast::<nvidia_p2p_page>();
+        let ptr_base = ptrs.as_ptr().cast::<*mut nvidia_p2p_page>();
+        for (i, &pa) in phys.iter().enumerate() {
+            // SAFETY: `pages` and `ptrs` hold `n` elements each, suitably
+            // aligned (kmalloc alignment); `i < n`.
+            unsafe {
+                let page = page_base.add(i);
+                (*page).physical_address = pa;
+                ptr_base.add(i).write(page);
+            }
+        }
+        // SAFETY: `uuid` holds 16 bytes.
+        unsafe { core::ptr::copy_nonoverlapping(GPU_UUID.as_ptr(), uuid.as_ptr(), GPU_UUID.len()) };
+        let t = table.as_ptr().cast::<nvidia_p2p_page_table>();
+        // SAFETY: `table` holds at least the fields up to `gpu_uuid` (32
+        // bytes); `flags` (offset 32) is only written in a 40-byte table and
+        // stays 0 from kzalloc.
+        unsafe {
+            core::ptr::addr_of_mut!((*t).version).write(version);
+            core::ptr::addr_of_mut!((*t).page_size).write(NVIDIA_P2P_PAGE_SIZE_64KB);
+            core::ptr::addr_of_mut!((*t).pages).write(ptr_base);
+            core::ptr::addr_of_mut!((*t).entries).write(n as u32);
+            core::ptr::addr_of_mut!((*t).gpu_uuid).write(uuid.as_ptr());
+        }
+        Ok(Self {
+            table,
+            ptrs,
+            pages,
+            uuid,
+        })
+    }
+
+    /// The address given to the client.
+    pub(crate) fn ptr(&self) -> *mut nvidia_p2p_page_table {
+        self.table.as_ptr().cast()
+    }
+
+    /// Releases the table: everything is poisoned; the page array and UUID
+    /// are freed (a client that kept a pointer into them reads freed
+    /// memory: KASAN reports it), the table itself is kept so its address
+    /// stays recognisable (and is not reused) while quarantined.
+    pub(crate) fn retire(mut self) -> RawBuf {
+        self.table.fill(POISON);
+        self.ptrs.fill(POISON);
+        self.pages.fill(POISON);
+        self.uuid.fill(POISON);
+        self.table
+    }
+}
+
+/// A DMA mapping handed to a client.
+///
+/// # Invariants
+///
+/// `mapping` holds an initialised `nvidia_p2p_dma_mapping` whose
+/// `dma_addresses` points into `addrs` -- until `retire` is called.
+pub(crate) struct DmaMapping {
+    mapping: RawBuf,
+    addrs: RawBuf,
+}
+
+impl DmaMapping {
+    /// Builds a mapping of the DMA addresses `dma` for `peer`.
+    pub(crate) fn new(dma: &[u64], peer: NonNull<pci_dev>) -> Result<Self> {
+        let n = dma.len();
+        let mapping = RawBuf::new(size_of::<nvidia_p2p_dma_mapping>())?;
+        let addrs = RawBuf::new(n.checked_mul(size_of::<u64>()).ok_or(EINVAL)?)?;
+        let a = addrs.as_ptr().cast::<u64>();
+        for (i, &d) in dma.iter().enumerate() {
+            // SAFETY: `addrs` holds `n` u64s (kmalloc alignment); `i < n`.
+            unsafe { a.add(i).write(d) };
+        }
+        let m = mapping.as_ptr().cast::<nvidia_p2p_dma_mapping>();
+        // SAFETY: `mapping` holds a whole `nvidia_p2p_dma_mapping`.
+        unsafe {
+            core::ptr::addr_of_mut!((*m).version).write(NVIDIA_P2P_DMA_MAPPING_VERSION);
+            core::ptr::addr_of_mut!((*m).page_size_type).write(NVIDIA_P2P_PAGE_SIZE_64KB);
+            core::ptr::addr_of_mut!((*m).entries).write(n as u32);
+            core::ptr::addr_of_mut!((*m).dma_addresses).write(a);
+            core::ptr::addr_of_mut!((*m).pci_dev).write(peer.as_ptr());
+        }
+        Ok(Self { mapping, addrs })
+    }
+
+    /// The address given to the client.
+    pub(crate) fn ptr(&self) -> *mut nvidia_p2p_dma_mapping {
+        self.mapping.as_ptr().cast()
+    }
+
+    /// Releases the mapping, as `PageTable::retire`.
+    pub(crate) fn retire(mut self) -> RawBuf {
+        self.mapping.fill(POISON);
+        self.addrs.fill(POISON);
+        self.mapping
+    }
+}

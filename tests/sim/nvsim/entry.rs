@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Every entry point of nvidia_p2p_sim.ko in one place: the exported NVIDIA
+//! P2P API (glue.c exports these symbols GPL-only), the helpers for
+//! peer_core_sim and for the persistent-API companion module, and the
+//! character device's operations.  Arguments are checked here; errors become
+//! errno values only here.
+
+use core::ffi::{c_int, c_void};
+use core::ptr::NonNull;
+use kernel::error::from_result;
+use kernel::prelude::*;
+
+use crate::bindings::{
+    nvidia_p2p_dma_mapping, nvidia_p2p_free_callback_t, nvidia_p2p_page_table, nvsim_alloc,
+    nvsim_delay, nvsim_fault, nvsim_free, pci_dev, sim_range, sim_text,
+    NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING,
+};
+use crate::control::Context;
+use crate::gpu::PinArgs;
+use crate::lock::{FreeCallback, API};
+use crate::memory::GPU_PAGE;
+use crate::sys;
+use crate::violation::{self, Call, Kind};
+
+/// Reports a `BadArgs` violation and returns -EINVAL.
+fn bad_args(call: Call, what: &str) -> Error {
+    violation::report(
+        Kind::BadArgs,
+        format_args!("nvidia_p2p_{}: {}", call.name(), what),
+    );
+    EINVAL
+}
+
+/// VA and length must be non-zero multiples of 64 KiB.
+fn check_range(call: Call, va: u64, len: u64) -> Result {
+    if va % GPU_PAGE != 0 || len % GPU_PAGE != 0 || len == 0 {
+        violation::report(
+            Kind::Misaligned,
+            format_args!(
+                "nvidia_p2p_{}: VA {:#x} length {:#x} not 64 KiB aligned",
+                call.name(),
+                va,
+                len
+            ),
+        );
+        return Err(EINVAL);
+    }
+    if va.checked_add(len).is_none() {
+        return Err(bad_args(call, "VA + length overflows"));
+    }
+    Ok(())
+}
+
+/// The peer device of a mapping call: non-NULL and a PCI device.
+fn check_peer(call: Call, peer: *mut pci_dev) -> Result<NonNull<pci_dev>> {
+    let peer = NonNull::new(peer).ok_or_else(|| bad_args(call, "peer is NULL"))?;
+    if !sys::is_pci(peer) {
+        violation::report(
+            Kind::NonPciPeer,
+            format_args!(
+                "nvidia_p2p_{}: the peer is not a PCI device (to_pci_dev of another device?)",
+                call.name()
+            ),
+        );
+        return Err(EINVAL);
+    }
+    Ok(peer)
+}
+
+/// Pins GPU memory of the calling process; the free callback runs if the
+/// memory is freed while pinned.
+///
+/// # Safety
+///
+/// `page_table` is NULL or valid for writing a pointer; `free_callback` may
+/// be called with `data` until the pin is released or the callback ran.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_get_pages(
+    p2p_token: u64,
+    va_space: u32,
+    virtual_address: u64,
+    length: u64,
+    page_table: *mut *mut nvidia_p2p_page_table,
+    free_callback: nvidia_p2p_free_callback_t,
+    data: *mut c_void,
+) -> c_int {
+    let call = Call::GetPages;
+    call.count();
+    from_result(|| {
+        check_range(call, virtual_address, length)?;
+        if p2p_token != 0 || va_space != 0 {
+            return Err(bad_args(call, "p2p_token and va_space must be 0"));
+        }
+        let out = NonNull::new(page_table).ok_or_else(|| bad_args(call, "page_table is NULL"))?;
+        let Some(cb) = free_callback else {
+            violation::report(
+                Kind::NullCallback,
+                format_args!("nvidia_p2p_get_pages without a free callback"),
+            );
+            return Err(EINVAL);
+        };
+        // SAFETY: the caller's contract: `cb` may be called with `data`
+        // while the pin lives.
+        let callback = Some(unsafe { FreeCallback::new(cb) });
+        let args = PinArgs {
+            va: virtual_address,
+            len: length,
+            persistent: false,
+            force_bar1: false,
+            callback,
+            data: data as usize,
+        };
+        let table = API.lock_for(call)?.pin(args)?;
+        // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
+        unsafe { out.as_ptr().write(table) };
+        Ok(0)
+    })
+}
+
+/// Releases a pin of `nvidia_p2p_get_pages`.
+///
+/// # Safety
+///
+/// None beyond the C prototype: `page_table` is only compared, never read.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_put_pages(
+    p2p_token: u64,
+    va_space: u32,
+    virtual_address: u64,
+    page_table: *mut nvidia_p2p_page_table,
+) -> c_int {
+    let call = Call::PutPages;
+    call.count();
+    let seq = API.retire_seq();
+    from_result(|| {
+        if p2p_token != 0 || va_space != 0 {
+            return Err(bad_args(call, "p2p_token and va_space must be 0"));
+        }
+        if page_table.is_null() {
+            return Err(bad_args(call, "page_table is NULL"));
+        }
+        API.lock_for(call)?
+            .unpin(call, virtual_address, page_table as usize, false, seq)?;
+        Ok(0)
+    })
+}
+
+/// Pins GPU memory with no free callback (re-exported under the real name
+/// by nvidia_p2p_sim_persistent.ko).
+///
+/// # Safety
+///
+/// `page_table` is NULL or valid for writing a pointer.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_sim_get_pages_persistent(
+    virtual_address: u64,
+    length: u64,
+    page_table: *mut *mut nvidia_p2p_page_table,
+    flags: u32,
+) -> c_int {
+    let call = Call::GetPagesPersistent;
+    call.count();
+    from_result(|| {
+        check_range(call, virtual_address, length)?;
+        if flags & !NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING != 0 {
+            return Err(bad_args(call, "unknown flags"));
+        }
+        let out = NonNull::new(page_table).ok_or_else(|| bad_args(call, "page_table is NULL"))?;
+        if !sys::param::persistent_supported() {
+            return Err(sys::err(sys::errno::ENOTSUPP));
+        }
+        let args = PinArgs {
+            va: virtual_address,
+            len: length,
+            persistent: true,
+            force_bar1: flags & NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING != 0,
+            callback: None,
+            data: 0,
+        };
+        let table = API.lock_for(call)?.pin(args)?;
+        // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
+        unsafe { out.as_ptr().write(table) };
+        Ok(0)
+    })
+}
+
+/// Releases a persistent pin.
+///
+/// # Safety
+///
+/// None beyond the C prototype: `page_table` is only compared, never read.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_sim_put_pages_persistent(
+    virtual_address: u64,
+    page_table: *mut nvidia_p2p_page_table,
+    flags: u32,
+) -> c_int {
+    let call = Call::PutPagesPersistent;
+    call.count();
+    let seq = API.retire_seq();
+    from_result(|| {
+        if flags != 0 {
+            return Err(bad_args(call, "flags must be 0"));
+        }
+        if page_table.is_null() {
+            return Err(bad_args(call, "page_table is NULL"));
+        }
+        API.lock_for(call)?
+            .unpin(call, virtual_address, page_table as usize, true, seq)?;
+        Ok(0)
+    })
+}
+
+/// A no-op in current drivers, kept for callers.
+///
+/// # Safety
+///
+/// None: the argument is not used.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_free_page_table(_page_table: *mut nvidia_p2p_page_table) -> c_int {
+    Call::FreePageTable.count();
+    0
+}
+
+/// Maps a pinned table's pages for DMA by `peer`.
+///
+/// # Safety
+///
+/// `peer` is NULL or points into a `struct device` at its `dev` member;
+/// `dma_mapping` is NULL or valid for writing a pointer.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_dma_map_pages(
+    peer: *mut pci_dev,
+    page_table: *mut nvidia_p2p_page_table,
+    dma_mapping: *mut *mut nvidia_p2p_dma_mapping,
+) -> c_int {
+    let call = Call::DmaMapPages;
+    call.count();
+    let seq = API.retire_seq();
+    from_result(|| {
+        let peer = check_peer(call, peer)?;
+        if page_table.is_null() {
+            return Err(bad_args(call, "page_table is NULL"));
+        }
+        let out = NonNull::new(dma_mapping).ok_or_else(|| bad_args(call, "dma_mapping is NULL"))?;
+        let mapping = API.lock_for(call)?.map(peer, page_table as usize, seq)?;
+        // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
+        unsafe { out.as_ptr().write(mapping) };
+        Ok(0)
+    })
+}
+
+/// Releases a DMA mapping.
+///
+/// # Safety
+///
+/// `peer` is NULL or points into a `struct device` at its `dev` member; the
+/// other pointers are only compared.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
+    peer: *mut pci_dev,
+    page_table: *mut nvidia_p2p_page_table,
+    dma_mapping: *mut nvidia_p2p_dma_mapping,
+) -> c_int {
+    let call = Call::DmaUnmapPages;
+    call.count();
+    let seq = API.retire_seq();
+    from_result(|| {
+        let peer = check_peer(call, peer)?;
+        if page_table.is_null() || dma_mapping.is_null() {
+            return Err(bad_args(call, "page_table or dma_mapping is NULL"));
+        }
+        API.lock_for(call)?
+            .unmap(peer, page_table as usize, dma_mapping as usize, seq)?;
+        Ok(0)
+    })
+}
+
+/// A no-op in current drivers, kept for callers.
+///
+/// # Safety
+///
+/// None: the argument is not used.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_free_dma_mapping(
+    _dma_mapping: *mut nvidia_p2p_dma_mapping,
+) -> c_int {
+    Call::FreeDmaMapping.count();
+    0
+}
+
+/// cudaFree of `va` in process `tgid`'s VA space (peer_core_sim's hooks).
+///
+/// # Safety
+///
+/// None: plain values.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_sim_free_va(tgid: u32, va: u64) -> c_int {
+    from_result(|| {
+        let r = API.lock().free_va(tgid, va);
+        sys::notify_core_freed();
+        r.map(|()| 0)
+    })
+}
+
+/// 0 if all `count` ranges are live, pinned, DMA-mapped GPU memory.
+///
+/// # Safety
+///
+/// `ranges` points to `count` readable `struct sim_range` (or `count` is 0).
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_sim_dma_live(ranges: *const sim_range, count: u32) -> c_int {
+    from_result(|| {
+        let ranges = if count == 0 || ranges.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { core::slice::from_raw_parts(ranges, count as usize) }
+        };
+        API.lock().dma_live(ranges)?;
+        Ok(0)
+    })
+}
+
+/// The DMA address of byte `va` of process `tgid`'s GPU memory.
+///
+/// # Safety
+///
+/// `dma_address` is valid for writing a u64.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_sim_translate(tgid: u32, va: u64, dma_address: *mut u64) -> c_int {
+    from_result(|| {
+        let out = NonNull::new(dma_address).ok_or(EINVAL)?;
+        let addr = API.lock().translate(tgid, va)?;
+        // SAFETY: the caller's contract.
+        unsafe { out.as_ptr().write(addr) };
+        Ok(0)
+    })
+}
+
+// --- the character device (glue.c's file_operations) --------------------
+
+/// Opens a control file: a new CUDA context of the caller.
+///
+/// # Safety
+///
+/// `context` is valid for writing a pointer (the file's private_data).
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_open(context: *mut *mut c_void) -> c_int {
+    from_result(|| {
+        let ctx = KBox::new(Context::new(), GFP_KERNEL)?;
+        // SAFETY: the caller's contract.
+        unsafe { context.write(KBox::into_raw(ctx).cast()) };
+        Ok(0)
+    })
+}
+
+/// Closes a control file: frees its allocations (with free callbacks).
+///
+/// # Safety
+///
+/// `context` came from `nvsim_rs_open` and is not used again.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_release(context: *mut c_void) {
+    // SAFETY: made by `KBox::into_raw` in `nvsim_rs_open` (caller's contract).
+    drop(unsafe { KBox::from_raw(context.cast::<Context>()) });
+}
+
+/// Runs `f` on the file's context with the ioctl's argument.
+///
+/// # Safety
+///
+/// `context` came from `nvsim_rs_open` and the file is open; `arg` points to
+/// the kernel copy of the ioctl argument.
+unsafe fn with_ctx<T>(
+    context: *mut c_void,
+    arg: *mut T,
+    f: impl FnOnce(&Context, &mut T) -> Result,
+) -> c_int {
+    // SAFETY: the caller's contract; the file holds the context while open.
+    let (ctx, arg) = unsafe { (&*context.cast::<Context>(), &mut *arg) };
+    from_result(|| f(ctx, arg).map(|()| 0))
+}
+
+/// `NVSIM_IOC_ALLOC`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_alloc(context: *mut c_void, arg: *mut nvsim_alloc) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.alloc(a)) }
+}
+
+/// `NVSIM_IOC_FREE`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_free(context: *mut c_void, arg: *mut nvsim_free) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.free(a)) }
+}
+
+/// `NVSIM_IOC_FAULT`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_fault(context: *mut c_void, arg: *mut nvsim_fault) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.fault(a)) }
+}
+
+/// `NVSIM_IOC_DELAY`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_delay(context: *mut c_void, arg: *mut nvsim_delay) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.delay(a)) }
+}
+
+/// `NVSIM_IOC_STATS`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_stats(context: *mut c_void, arg: *mut sim_text) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.stats(a)) }
+}
+
+/// `NVSIM_IOC_RESET`.
+///
+/// # Safety
+///
+/// `context` came from `nvsim_rs_open` and the file is open.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_reset(context: *mut c_void) -> c_int {
+    let mut unit = ();
+    // SAFETY: forwarded contract; `unit` is a valid argument.
+    unsafe { with_ctx(context, &mut unit, |c, ()| c.reset()) }
+}

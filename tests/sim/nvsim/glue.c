@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * glue.c -- the C side of nvidia_p2p_sim.ko: exports, module parameters,
+ * the misc device's file_operations, and static-inline kernel helpers for
+ * the Rust crate (nvidia_p2p_sim.rs).  No simulator logic lives here.
+ */
+#include <linux/bitops.h>
+#include <linux/bug.h>
+#include <linux/delay.h>
+#include <linux/fs.h>
+#include <linux/gfp.h>
+#include <linux/jiffies.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "nv-p2p-abi.h"
+#include "sim_link.h"
+#include "glue.h"
+
+MODULE_AUTHOR("peermem-rs developers");
+
+/* --- the exported API (implemented in Rust, entry.rs) ------------------ */
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
+EXPORT_SYMBOL_GPL(nvidia_p2p_free_page_table);
+EXPORT_SYMBOL_GPL(nvidia_p2p_dma_map_pages);
+EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
+EXPORT_SYMBOL_GPL(nvidia_p2p_free_dma_mapping);
+/* The persistent pair, under private names: nvidia_p2p_sim_persistent.ko
+ * exports them under the real ones. */
+EXPORT_SYMBOL_GPL(nvidia_p2p_sim_get_pages_persistent);
+EXPORT_SYMBOL_GPL(nvidia_p2p_sim_put_pages_persistent);
+/* For peer_core_sim (looked up at run time). */
+EXPORT_SYMBOL_GPL(nvidia_p2p_sim_free_va);
+EXPORT_SYMBOL_GPL(nvidia_p2p_sim_dma_live);
+EXPORT_SYMBOL_GPL(nvidia_p2p_sim_translate);
+
+/* --- module parameters ------------------------------------------------ */
+static unsigned int pt_version = NVIDIA_P2P_PAGE_TABLE_VERSION_V2;
+module_param(pt_version, uint, 0644);
+MODULE_PARM_DESC(pt_version, "page-table version handed out: 0x00020000 (v2, 40 bytes, driver >= 580) or 0x00010002 (v1, 32 bytes); any value is used as given");
+static unsigned int stale_grace_ms = 1000;
+module_param(stale_grace_ms, uint, 0644);
+MODULE_PARM_DESC(stale_grace_ms, "a put/unmap of a table or mapping freed by a free callback is the documented race (returns 0) within this time, a violation after it");
+static unsigned int callback_timeout_ms = 5000;
+module_param(callback_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(callback_timeout_ms, "a call that waits this long for the API lock held across a free callback is reported as a deadlock (-EDEADLK)");
+
+static bool persistent_supported = true;
+module_param(persistent_supported, bool, 0644);
+MODULE_PARM_DESC(persistent_supported, "0: nvidia_p2p_get_pages_persistent fails with -ENOTSUPP, as on MIG, vGPU or confidential computing");
+
+u32 nvsim_glue_pt_version(void) { return READ_ONCE(pt_version); }
+bool nvsim_glue_persistent_supported(void) { return READ_ONCE(persistent_supported); }
+u32 nvsim_glue_stale_grace_ms(void) { return READ_ONCE(stale_grace_ms); }
+u32 nvsim_glue_callback_timeout_ms(void) { return READ_ONCE(callback_timeout_ms); }
+
+/* --- the RM API lock ------------------------------------------------------ */
+static DEFINE_MUTEX(nvidia_p2p_sim_api_lock);
+void nvsim_glue_api_lock(void) { mutex_lock(&nvidia_p2p_sim_api_lock); }
+bool nvsim_glue_api_trylock(void) { return mutex_trylock(&nvidia_p2p_sim_api_lock); }
+void nvsim_glue_api_unlock(void) { mutex_unlock(&nvidia_p2p_sim_api_lock); }
+
+/* --- tasks, time ------------------------------------------------------------ */
+unsigned long nvsim_glue_current(void) { return (unsigned long)current; }
+u32 nvsim_glue_current_tgid(void) { return task_tgid_nr(current); }
+bool nvsim_glue_current_is_kthread(void) { return current->flags & PF_KTHREAD; }
+u64 nvsim_glue_jiffies(void) { return get_jiffies_64(); }
+u64 nvsim_glue_msecs_since(u64 since) { return jiffies_to_msecs(get_jiffies_64() - since); }
+void nvsim_glue_usleep(u64 us) { fsleep(us); }
+
+/* --- memory ---------------------------------------------------------------- */
+struct page *nvsim_glue_alloc_block(u32 order)
+{
+	gfp_t gfp = GFP_KERNEL | __GFP_ZERO;
+
+	if (order > 4)
+		gfp |= __GFP_NOWARN | __GFP_NORETRY;
+	return alloc_pages(gfp, order);
+}
+u64 nvsim_glue_block_phys(struct page *page) { return page_to_phys(page); }
+void *nvsim_glue_kzalloc(size_t size) { return kzalloc(size, GFP_KERNEL); }
+int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len)
+{
+	return copy_to_user(u64_to_user_ptr(user_addr), src, len) ? -EFAULT : 0;
+}
+
+/* --- devices, reports ------------------------------------------------------ */
+bool nvsim_glue_is_pci(struct pci_dev *peer)
+{
+	/* Only &peer->dev is read: a to_pci_dev() of a non-PCI device still
+	 * points at a real struct device there. */
+	return dev_is_pci(&peer->dev);
+}
+
+static unsigned long warned[2];
+void nvsim_glue_warn(u32 kind, const char *name)
+{
+	if (kind < 2 * BITS_PER_LONG && test_and_set_bit(kind, warned))
+		return;
+	WARN(1, "nvidia_p2p_sim: contract violation: %s\n", name);
+}
+void nvsim_glue_rearm_warnings(void) { memset(warned, 0, sizeof(warned)); }
+
+/* --- the character device ---------------------------------------------- */
+static int nvsim_open(struct inode *inode, struct file *file)
+{
+	return nvsim_rs_open(&file->private_data);
+}
+
+static int nvsim_release(struct inode *inode, struct file *file)
+{
+	nvsim_rs_release(file->private_data);
+	return 0;
+}
+
+static long nvsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	void __user *uarg = (void __user *)arg;
+	void *ctx = file->private_data;
+	union {
+		struct nvsim_alloc alloc;
+		struct nvsim_free free;
+		struct nvsim_fault fault;
+		struct nvsim_delay delay;
+		struct sim_text text;
+	} u;
+	int ret;
+
+	if (_IOC_SIZE(cmd) > sizeof(u))
+		return -ENOTTY;
+	memset(&u, 0, sizeof(u));
+	if ((_IOC_DIR(cmd) & _IOC_WRITE) && copy_from_user(&u, uarg, _IOC_SIZE(cmd)))
+		return -EFAULT;
+	switch (cmd) {
+	case NVSIM_IOC_ALLOC: ret = nvsim_rs_ioctl_alloc(ctx, &u.alloc); break;
+	case NVSIM_IOC_FREE: ret = nvsim_rs_ioctl_free(ctx, &u.free); break;
+	case NVSIM_IOC_FAULT: ret = nvsim_rs_ioctl_fault(ctx, &u.fault); break;
+	case NVSIM_IOC_DELAY: ret = nvsim_rs_ioctl_delay(ctx, &u.delay); break;
+	case NVSIM_IOC_STATS: ret = nvsim_rs_ioctl_stats(ctx, &u.text); break;
+	case NVSIM_IOC_RESET: ret = nvsim_rs_ioctl_reset(ctx); break;
+	default: return -ENOTTY;
+	}
+	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd)))
+		return -EFAULT;
+	return ret;
+}
+
+static const struct file_operations nvsim_fops = {
+	.owner = THIS_MODULE,
+	.open = nvsim_open,
+	.release = nvsim_release,
+	.unlocked_ioctl = nvsim_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+};
+
+static struct miscdevice nvsim_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "nvidia_p2p_sim",
+	.fops = &nvsim_fops,
+	.mode = 0666,
+};
+
+int nvsim_glue_chardev_register(void) { return misc_register(&nvsim_misc); }
+void nvsim_glue_chardev_unregister(void) { misc_deregister(&nvsim_misc); }

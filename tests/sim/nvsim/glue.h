@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * glue.h -- the boundary between nvidia_p2p_sim's C glue (glue.c) and its
+ * Rust crate: helpers the crate calls (nvsim_glue_*: static-inline kernel
+ * functions, macros, module parameters) and the crate's entry points the
+ * glue calls (nvsim_rs_*).  Read by the C compiler and by bindgen.
+ */
+#ifndef PEERMEM_NVSIM_GLUE_H
+#define PEERMEM_NVSIM_GLUE_H
+
+#include <linux/types.h>
+#include "sim_uapi.h"
+
+struct page;
+struct pci_dev;
+
+/* --- module parameters --------------------------------------------------- */
+u32 nvsim_glue_pt_version(void);
+bool nvsim_glue_persistent_supported(void);
+u32 nvsim_glue_stale_grace_ms(void);
+u32 nvsim_glue_callback_timeout_ms(void);
+
+/* --- the driver's global API lock (a real, lockdep-visible mutex) ------- */
+void nvsim_glue_api_lock(void);
+bool nvsim_glue_api_trylock(void);
+void nvsim_glue_api_unlock(void);
+
+/* --- tasks, time ---------------------------------------------------------- */
+unsigned long nvsim_glue_current(void);	/* the current task, as an id */
+u32 nvsim_glue_current_tgid(void);
+bool nvsim_glue_current_is_kthread(void);
+u64 nvsim_glue_jiffies(void);
+u64 nvsim_glue_msecs_since(u64 since);
+void nvsim_glue_usleep(u64 us);
+
+/* --- memory ---------------------------------------------------------------- */
+struct page *nvsim_glue_alloc_block(u32 order);	/* free with __free_pages */
+u64 nvsim_glue_block_phys(struct page *page);
+void *nvsim_glue_kzalloc(size_t size);		/* free with kfree */
+int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len);
+
+/* --- devices, reports -------------------------------------------------- */
+bool nvsim_glue_is_pci(struct pci_dev *peer);	/* &peer->dev is on the PCI bus */
+/* One contract violation: WARN once per kind (re-armed by reset). */
+void nvsim_glue_warn(u32 kind, const char *name);
+void nvsim_glue_rearm_warnings(void);
+
+/* --- the character device ----------------------------------------------- */
+int nvsim_glue_chardev_register(void);
+void nvsim_glue_chardev_unregister(void);
+
+/* --- entry points implemented in Rust (entry.rs) ---------------------- */
+int nvsim_rs_open(void **context);
+void nvsim_rs_release(void *context);
+int nvsim_rs_ioctl_alloc(void *context, struct nvsim_alloc *arg);
+int nvsim_rs_ioctl_free(void *context, struct nvsim_free *arg);
+int nvsim_rs_ioctl_fault(void *context, struct nvsim_fault *arg);
+int nvsim_rs_ioctl_delay(void *context, struct nvsim_delay *arg);
+int nvsim_rs_ioctl_stats(void *context, struct sim_text *arg);
+int nvsim_rs_ioctl_reset(void *context);
+
+#endif /* PEERMEM_NVSIM_GLUE_H */

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Simulated device memory: an allocation's 64 KiB GPU pages, backed by real
+//! pages so that physical (and, here, DMA) addresses are real, placed
+//! according to a layout so SG coalescing in a client is testable.
+
+use core::fmt;
+use kernel::prelude::*;
+
+use crate::sys::{self, PageBlock};
+
+/// The GPU page size every current driver hands out.
+pub(crate) const GPU_PAGE: u64 = 1 << 16;
+/// `alloc_pages` order of one GPU page (4 KiB base pages).
+const GPU_PAGE_ORDER: u32 = 4;
+/// The largest block tried at once: order 10, 4 MiB = 64 GPU pages.
+const MAX_RUN: usize = 64;
+
+/// Physical placement of an allocation's GPU pages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Physically contiguous as far as the page allocator allows.
+    Contiguous,
+    /// Runs of this many contiguous GPU pages, no run adjacent to the next.
+    Fragmented(usize),
+    /// Every GPU page apart and in random order.
+    Shuffled,
+}
+
+impl Layout {
+    /// The layout of a `struct nvsim_alloc`.
+    pub(crate) fn from_uapi(layout: u32, run_pages: u32) -> Result<Self> {
+        match layout {
+            crate::bindings::NVSIM_LAYOUT_CONTIGUOUS => Ok(Layout::Contiguous),
+            crate::bindings::NVSIM_LAYOUT_FRAGMENTED => match run_pages as usize {
+                n @ 1..=MAX_RUN => Ok(Layout::Fragmented(n)),
+                _ => Err(EINVAL),
+            },
+            crate::bindings::NVSIM_LAYOUT_SHUFFLED => Ok(Layout::Shuffled),
+            _ => Err(EINVAL),
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Layout::Contiguous => f.write_str("contiguous"),
+            Layout::Fragmented(n) => write!(f, "fragmented:{n}"),
+            Layout::Shuffled => f.write_str("shuffled"),
+        }
+    }
+}
+
+/// The GPU pages of one allocation.
+pub(crate) struct Memory {
+    /// The blocks backing the pages (freed on drop).
+    blocks: KVec<PageBlock>,
+    /// The physical address of each GPU page, in VA order.
+    pages: KVec<u64>,
+}
+
+/// The order of a block holding `n` GPU pages (n a power of two or not).
+fn order_for(n: usize) -> u32 {
+    GPU_PAGE_ORDER + n.next_power_of_two().trailing_zeros()
+}
+
+impl Memory {
+    /// Allocates `npages` GPU pages placed as `layout` says.
+    pub(crate) fn new(npages: usize, layout: Layout) -> Result<Self> {
+        let mut m = Memory {
+            blocks: KVec::new(),
+            pages: KVec::with_capacity(npages, GFP_KERNEL)?,
+        };
+        match layout {
+            Layout::Contiguous => m.fill_contiguous(npages)?,
+            Layout::Fragmented(run) => m.fill_runs(npages, run)?,
+            Layout::Shuffled => {
+                m.fill_runs(npages, 1)?;
+                m.shuffle();
+            }
+        }
+        Ok(m)
+    }
+
+    /// Greedy: the largest power-of-two block that fits, halving on failure.
+    fn fill_contiguous(&mut self, npages: usize) -> Result {
+        while self.pages.len() < npages {
+            let left = npages - self.pages.len();
+            let mut n = MAX_RUN.min(left);
+            if !n.is_power_of_two() {
+                n = n.next_power_of_two() / 2;
+            }
+            let block = loop {
+                match PageBlock::new(order_for(n)) {
+                    Ok(b) => break b,
+                    Err(e) if n == 1 => return Err(e),
+                    Err(_) => n /= 2,
+                }
+            };
+            self.add_block(block, n)?;
+        }
+        Ok(())
+    }
+
+    /// Runs of `run` pages; a block that lands right after the previous run
+    /// is set aside (and freed at the end) so runs never touch.
+    fn fill_runs(&mut self, npages: usize, run: usize) -> Result {
+        let mut spare = KVec::new();
+        while self.pages.len() < npages {
+            let take = run.min(npages - self.pages.len());
+            let mut block = PageBlock::new(order_for(run))?;
+            let mut tries = 0;
+            while self
+                .pages
+                .last()
+                .is_some_and(|&last| last + GPU_PAGE == block.phys())
+                && tries < 8
+            {
+                let next = PageBlock::new(order_for(run))?;
+                spare.push(core::mem::replace(&mut block, next), GFP_KERNEL)?;
+                tries += 1;
+            }
+            self.add_block(block, take)?;
+        }
+        drop(spare);
+        Ok(())
+    }
+
+    fn add_block(&mut self, block: PageBlock, use_pages: usize) -> Result {
+        let base = block.phys();
+        let usable = (block.size() / GPU_PAGE) as usize;
+        for i in 0..use_pages.min(usable) {
+            self.pages.push(base + i as u64 * GPU_PAGE, GFP_KERNEL)?;
+        }
+        self.blocks.push(block, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Random order (Fisher-Yates), then no page directly after its
+    /// predecessor, so nothing coalesces.
+    fn shuffle(&mut self) {
+        let p = &mut self.pages[..];
+        for i in (1..p.len()).rev() {
+            let j = sys::random_u32() as usize % (i + 1);
+            p.swap(i, j);
+        }
+        for _pass in 0..4 {
+            let mut clean = true;
+            for i in 1..p.len() {
+                if p[i] == p[i - 1] + GPU_PAGE {
+                    clean = false;
+                    let j = (i + 1 + sys::random_u32() as usize % p.len()) % p.len();
+                    p.swap(i, j);
+                }
+            }
+            if clean {
+                break;
+            }
+        }
+    }
+
+    /// The physical address of each GPU page, in VA order.
+    pub(crate) fn pages(&self) -> &[u64] {
+        &self.pages
+    }
+
+    /// How many physically contiguous runs the pages form.
+    pub(crate) fn runs(&self) -> usize {
+        let p = self.pages();
+        if p.is_empty() {
+            return 0;
+        }
+        1 + p.windows(2).filter(|w| w[1] != w[0] + GPU_PAGE).count()
+    }
+}

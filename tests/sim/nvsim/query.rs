@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queries and knobs of the simulated GPU: is a DMA range live GPU memory,
+//! the DMA address of a VA, fault injection, the pin delay, the stats.
+
+use core::fmt::Write;
+use kernel::prelude::*;
+
+use crate::bindings::sim_range;
+use crate::gpu::{Fault, FAULT_SITES};
+use crate::lock::ApiGuard;
+use crate::memory::GPU_PAGE;
+use crate::sys;
+use crate::text::Text;
+use crate::violation::{self, CALLS, KINDS};
+
+/// The fault injection sites' names, as in `struct nvsim_fault`.
+const SITE_NAMES: [&str; FAULT_SITES] = ["get_pages", "dma_map_pages", "get_pages_persistent"];
+
+impl ApiGuard<'_> {
+    /// Ok if every range lies in live, pinned, DMA-mapped GPU memory.
+    pub(crate) fn dma_live(&self, ranges: &[sim_range]) -> Result {
+        let mut live = KVec::new();
+        for (_, m) in self.maps.iter() {
+            if let Some(p) = self.pins.get(m.pin) {
+                live.extend_from_slice(&p.dma, GFP_KERNEL)?;
+            }
+        }
+        heap_sort(&mut live);
+        for r in ranges {
+            let end = r.addr.checked_add(r.len).ok_or(EFAULT)?;
+            let mut page = r.addr - r.addr % GPU_PAGE;
+            while page < end {
+                if live.binary_search(&page).is_err() {
+                    return Err(EFAULT);
+                }
+                page += GPU_PAGE;
+            }
+        }
+        Ok(())
+    }
+
+    /// The DMA address of byte `va` of process `tgid`'s GPU memory.
+    pub(crate) fn translate(&self, tgid: u32, va: u64) -> Result<u64> {
+        let idx = self
+            .allocs
+            .find(|a| a.va_live && a.owner == tgid && a.contains(va))
+            .ok_or(ENOENT)?;
+        let a = self.allocs.get(idx).ok_or(ENOENT)?;
+        let off = va - a.va;
+        let page = a.mem.pages().get((off / GPU_PAGE) as usize).ok_or(ENOENT)?;
+        Ok(page + off % GPU_PAGE)
+    }
+
+    /// Arms fault injection at `site`.
+    pub(crate) fn set_fault(&mut self, site: u32, count: u32, err: i32) -> Result {
+        let f = self.faults.get_mut(site as usize).ok_or(EINVAL)?;
+        if !(1..4096).contains(&err) {
+            return Err(EINVAL);
+        }
+        *f = Fault { count, err };
+        Ok(())
+    }
+
+    /// Sets the pin delay per GPU page.
+    pub(crate) fn set_delay(&mut self, us_per_page: u32) {
+        self.delay_us = us_per_page;
+    }
+
+    /// Zeroes the counters kept under the lock.
+    pub(crate) fn reset_counters(&mut self) {
+        self.free_callbacks = 0;
+        self.raced = 0;
+        self.injected = 0;
+    }
+
+    /// The "key=value" report of `simctl gpu stats`.
+    pub(crate) fn stats(&self, t: &mut Text) -> core::fmt::Result {
+        writeln!(t, "pt_version={:#010x}", sys::param::pt_version())?;
+        writeln!(t, "stale_grace_ms={}", sys::param::stale_grace_ms())?;
+        writeln!(
+            t,
+            "callback_timeout_ms={}",
+            sys::param::callback_timeout_ms()
+        )?;
+        for (call, name) in CALLS {
+            writeln!(t, "calls.{}={}", name, call.calls())?;
+        }
+        for k in KINDS {
+            writeln!(
+                t,
+                "violation.{}={}",
+                k.name().to_str().unwrap_or("?"),
+                violation::count(k)
+            )?;
+        }
+        writeln!(t, "violations={}", violation::total())?;
+        writeln!(t, "free_callbacks={}", self.free_callbacks)?;
+        writeln!(t, "raced_calls={}", self.raced)?;
+        writeln!(t, "faults_injected={}", self.injected)?;
+        for (name, f) in SITE_NAMES.iter().zip(self.faults.iter()) {
+            writeln!(t, "fault.{}={}:{}", name, f.count, f.err)?;
+        }
+        writeln!(t, "delay_us_per_page={}", self.delay_us)?;
+        let (pins, persistent, maps) = self.outstanding();
+        writeln!(
+            t,
+            "allocations={}",
+            self.allocs.iter().filter(|(_, a)| a.va_live).count()
+        )?;
+        writeln!(t, "pins={pins}")?;
+        writeln!(t, "persistent_pins={persistent}")?;
+        writeln!(t, "mappings={maps}")?;
+        writeln!(t, "quarantine={}", self.retired.count())?;
+        for (i, a) in self.allocs.iter() {
+            let maps = self
+                .maps
+                .iter()
+                .filter(|(_, m)| self.pins.get(m.pin).is_some_and(|p| p.alloc == i))
+                .count();
+            writeln!(
+                t,
+                "alloc va={:#x} len={:#x} owner={} layout={} runs={} pins={} persistent_pins={} mappings={} freed={}",
+                a.va, a.len, a.owner, a.layout, a.mem.runs(), a.pins, a.persistent, maps, u8::from(!a.va_live)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Sorts `v` ascending (heapsort: no allocation, and none of the core sort
+/// routines, which objtool cannot follow in a module).
+fn heap_sort(v: &mut [u64]) {
+    fn sift(v: &mut [u64], mut root: usize, end: usize) {
+        loop {
+            let mut child = 2 * root + 1;
+            if child >= end {
+                return;
+            }
+            if child + 1 < end && v[child] < v[child + 1] {
+                child += 1;
+            }
+            if v[root] >= v[child] {
+                return;
+            }
+            v.swap(root, child);
+            root = child;
+        }
+    }
+    let n = v.len();
+    for i in (0..n / 2).rev() {
+        sift(v, i, n);
+    }
+    for end in (1..n).rev() {
+        v.swap(0, end);
+        sift(v, 0, end);
+    }
+}

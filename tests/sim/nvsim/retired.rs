@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Released page tables and mappings: poisoned, kept in a bounded
+//! quarantine so their addresses are not reused and a later use is
+//! recognised, and the judgement of such a use -- the documented race with a
+//! concurrent teardown (put/unmap return 0), or a violation.
+
+use kernel::prelude::*;
+
+use crate::gpu::GpuState;
+use crate::lock::ApiGuard;
+use crate::sys::{self, RawBuf};
+use crate::violation::{self, Call, Kind};
+
+/// How many released page tables/mappings stay quarantined.
+const QUARANTINE_MAX: usize = 512;
+
+/// Who released an object.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The driver, after the free callback returned (cudaFree).
+    ByCallback,
+    /// The client (put_pages / dma_unmap_pages).
+    ByClient,
+}
+
+/// A released page table or mapping, poisoned, kept so its address is not
+/// reused and later uses are recognised.
+pub(crate) struct Retired {
+    addr: usize,
+    is_table: bool,
+    _mem: RawBuf,
+    how: Released,
+    at: u64,
+    seq: u64,
+    releases: u32,
+}
+
+impl Retired {
+    /// A released object at `addr` whose remaining memory is `mem`,
+    /// released by `how` with retire sequence number `seq`.
+    pub(crate) fn new(addr: usize, is_table: bool, mem: RawBuf, how: Released, seq: u64) -> Self {
+        Self {
+            addr,
+            is_table,
+            _mem: mem,
+            how,
+            at: sys::jiffies(),
+            seq,
+            releases: 0,
+        }
+    }
+}
+
+/// How a call that passed a released object is judged.
+pub(crate) enum Stale {
+    /// The documented race with a concurrent teardown.
+    Race,
+    /// Used after its free callback returned.
+    AfterCallback,
+    /// Used after the client released it.
+    AfterPut,
+    /// Released a second time.
+    Twice,
+}
+
+/// Where a pointer passed by a client was found.
+pub(crate) enum Found {
+    Live(usize),
+    Retired(usize),
+    Unknown,
+}
+
+impl GpuState {
+    pub(crate) fn find_table(&self, ptr: usize) -> Found {
+        if let Some(i) = self.pins.find(|p| p.table.ptr() as usize == ptr) {
+            Found::Live(i)
+        } else if let Some(i) = self.retired.find(|r| r.is_table && r.addr == ptr) {
+            Found::Retired(i)
+        } else {
+            Found::Unknown
+        }
+    }
+
+    pub(crate) fn find_mapping(&self, ptr: usize) -> Found {
+        if let Some(i) = self.maps.find(|m| m.mapping.ptr() as usize == ptr) {
+            Found::Live(i)
+        } else if let Some(i) = self.retired.find(|r| !r.is_table && r.addr == ptr) {
+            Found::Retired(i)
+        } else {
+            Found::Unknown
+        }
+    }
+
+    /// Judges a use of released object `q` by a call that started at retire
+    /// sequence `entry_seq`; `release` is true for put/unmap.
+    fn judge(&mut self, q: usize, entry_seq: u64, release: bool) -> Stale {
+        let grace = sys::param::stale_grace_ms();
+        let Some(r) = self.retired.get_mut(q) else {
+            return Stale::Twice;
+        };
+        let verdict = match r.how {
+            Released::ByClient if release => Stale::Twice,
+            Released::ByClient => Stale::AfterPut,
+            Released::ByCallback if release && r.releases > 0 => Stale::Twice,
+            Released::ByCallback if r.seq > entry_seq || sys::msecs_since(r.at) < grace => {
+                Stale::Race
+            }
+            Released::ByCallback => Stale::AfterCallback,
+        };
+        if release {
+            r.releases += 1;
+        }
+        if matches!(verdict, Stale::Race) {
+            self.raced += 1;
+        }
+        verdict
+    }
+
+    pub(crate) fn quarantine(&mut self, r: Retired) {
+        if self.retired.count() >= QUARANTINE_MAX {
+            let oldest = self
+                .retired
+                .iter()
+                .min_by_key(|(_, r)| r.seq)
+                .map(|(i, _)| i);
+            if let Some(i) = oldest {
+                self.retired.remove(i);
+            }
+        }
+        // On allocation failure the object is freed at once instead.
+        let _ = self.retired.insert(r);
+    }
+}
+
+/// The kind of a stale use, by what was used and how.
+fn stale_kind(s: &Stale, release: bool) -> Option<Kind> {
+    match s {
+        Stale::Race => None,
+        Stale::AfterCallback => Some(Kind::UseAfterFreeCallback),
+        Stale::AfterPut if release => Some(Kind::DoublePut),
+        Stale::AfterPut => Some(Kind::UseAfterPut),
+        Stale::Twice => Some(Kind::DoublePut),
+    }
+}
+
+impl ApiGuard<'_> {
+    pub(crate) fn stale(
+        &mut self,
+        call: Call,
+        q: usize,
+        entry_seq: u64,
+        release: bool,
+        what: &str,
+    ) -> Result {
+        let verdict = self.judge(q, entry_seq, release);
+        match stale_kind(&verdict, release) {
+            None if release => Ok(()),
+            None => Err(EINVAL),
+            Some(kind) => {
+                violation::report(
+                    kind,
+                    format_args!("nvidia_p2p_{} on a released {}", call.name(), what),
+                );
+                Err(EINVAL)
+            }
+        }
+    }
+}

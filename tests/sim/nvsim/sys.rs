@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe wrappers over the kernel services the simulated GPU uses: pages,
+//! raw kernel memory for the ABI objects, time, the current task, module
+//! parameters, reports, user copies, run-time symbol lookup.  This is the
+//! crate's FFI boundary for kernel services: every call into C other than
+//! the exported API lives here.
+
+use core::ffi::CStr;
+use core::ptr::NonNull;
+use kernel::prelude::*;
+
+use crate::bindings as b;
+
+/// `errno` values the kernel crate has no constant for (asm-generic).
+pub(crate) mod errno {
+    /// Resource deadlock would occur.
+    pub(crate) const EDEADLK: i32 = 35;
+    /// Operation not supported (kernel-internal, what the driver returns).
+    pub(crate) const ENOTSUPP: i32 = 524;
+}
+
+/// The error for a positive `errno`.
+pub(crate) fn err(errno: i32) -> Error {
+    Error::from_errno(-errno)
+}
+
+/// An identifier of the current task (its address), never 0.
+pub(crate) fn current_task() -> usize {
+    // SAFETY: no preconditions; returns `current` as an integer.
+    unsafe { b::nvsim_glue_current() as usize }
+}
+
+/// The thread-group id (process id) of the current task.
+pub(crate) fn current_tgid() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { b::nvsim_glue_current_tgid() }
+}
+
+/// Whether the current task is a kernel thread (a worker, not a process).
+pub(crate) fn current_is_kthread() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { b::nvsim_glue_current_is_kthread() }
+}
+
+/// The 64-bit jiffies counter.
+pub(crate) fn jiffies() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { b::nvsim_glue_jiffies() }
+}
+
+/// Milliseconds elapsed since jiffies value `since`.
+pub(crate) fn msecs_since(since: u64) -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { b::nvsim_glue_msecs_since(since) }
+}
+
+/// Sleeps `ms` milliseconds.
+pub(crate) fn msleep(ms: u32) {
+    // SAFETY: may sleep; every caller runs in process context.
+    unsafe { b::msleep(ms) }
+}
+
+/// Sleeps `us` microseconds.
+pub(crate) fn usleep(us: u64) {
+    // SAFETY: may sleep; every caller runs in process context.
+    unsafe { b::nvsim_glue_usleep(us) }
+}
+
+/// A random number.
+pub(crate) fn random_u32() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { b::get_random_u32() }
+}
+
+/// The module parameters (see glue.c), read afresh at each use.
+pub(crate) mod param {
+    use super::b;
+
+    /// `pt_version`: the page-table version handed out.
+    pub(crate) fn pt_version() -> u32 {
+        // SAFETY: reads an integer module parameter.
+        unsafe { b::nvsim_glue_pt_version() }
+    }
+
+    /// `persistent_supported`: see glue.c.
+    pub(crate) fn persistent_supported() -> bool {
+        // SAFETY: reads a module parameter.
+        unsafe { b::nvsim_glue_persistent_supported() }
+    }
+
+    /// `stale_grace_ms`: see glue.c.
+    pub(crate) fn stale_grace_ms() -> u64 {
+        // SAFETY: reads an integer module parameter.
+        u64::from(unsafe { b::nvsim_glue_stale_grace_ms() })
+    }
+
+    /// `callback_timeout_ms`: see glue.c.
+    pub(crate) fn callback_timeout_ms() -> u64 {
+        // SAFETY: reads an integer module parameter.
+        u64::from(unsafe { b::nvsim_glue_callback_timeout_ms() })
+    }
+}
+
+/// `WARN` once for violation `kind` (until re-armed).
+pub(crate) fn warn_once(kind: u32, name: &CStr) {
+    // SAFETY: `name` is a NUL-terminated string valid for the call.
+    unsafe { b::nvsim_glue_warn(kind, name.as_ptr().cast()) }
+}
+
+/// Re-arms every violation's `WARN_ONCE`.
+pub(crate) fn rearm_warnings() {
+    // SAFETY: no preconditions.
+    unsafe { b::nvsim_glue_rearm_warnings() }
+}
+
+/// Copies `src` to user address `dst` of the current process.
+pub(crate) fn copy_to_user(dst: u64, src: &[u8]) -> Result {
+    // SAFETY: `src` is valid for reading `src.len()` bytes; the user address
+    // is checked by `copy_to_user`.
+    let r = unsafe { b::nvsim_glue_copy_to_user(dst, src.as_ptr().cast(), src.len()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(EFAULT)
+    }
+}
+
+/// Whether `peer` (non-NULL, as passed by a client) is a PCI device.
+pub(crate) fn is_pci(peer: NonNull<b::pci_dev>) -> bool {
+    // SAFETY: only `&peer->dev` is read, which is a real `struct device`
+    // even when a client applied `to_pci_dev` to a non-PCI device.
+    unsafe { b::nvsim_glue_is_pci(peer.as_ptr()) }
+}
+
+/// The driver's global API lock (a C mutex, so lockdep tracks it).  Only
+/// `lock::Api` uses these.
+pub(crate) mod api_mutex {
+    use super::b;
+
+    /// Blocks until the lock is held.
+    pub(crate) fn lock() {
+        // SAFETY: may sleep; callers run in process context.
+        unsafe { b::nvsim_glue_api_lock() }
+    }
+
+    /// Takes the lock if it is free.
+    pub(crate) fn try_lock() -> bool {
+        // SAFETY: no preconditions.
+        unsafe { b::nvsim_glue_api_trylock() }
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    ///
+    /// The current task holds the lock.
+    pub(crate) unsafe fn unlock() {
+        // SAFETY: the caller holds the lock.
+        unsafe { b::nvsim_glue_api_unlock() }
+    }
+}
+
+/// A block of `2^order` physically contiguous pages, zeroed.
+///
+/// # Invariants
+///
+/// `page` came from `alloc_pages(order)` and is freed exactly once, on drop.
+pub(crate) struct PageBlock {
+    page: NonNull<b::page>,
+    order: u32,
+}
+
+// SAFETY: a block of pages may be freed from any task.
+unsafe impl Send for PageBlock {}
+
+impl PageBlock {
+    /// Allocates `2^order` pages (order > 4 fails quietly when memory is
+    /// fragmented).
+    pub(crate) fn new(order: u32) -> Result<Self> {
+        // SAFETY: no preconditions; may sleep (GFP_KERNEL).
+        let page = unsafe { b::nvsim_glue_alloc_block(order) };
+        let page = NonNull::new(page).ok_or(ENOMEM)?;
+        Ok(Self { page, order })
+    }
+
+    /// The physical address of the first page.
+    pub(crate) fn phys(&self) -> u64 {
+        // SAFETY: `self.page` is a valid allocated page (invariant).
+        unsafe { b::nvsim_glue_block_phys(self.page.as_ptr()) }
+    }
+
+    /// The size in bytes.
+    pub(crate) fn size(&self) -> u64 {
+        4096u64 << self.order
+    }
+}
+
+impl Drop for PageBlock {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this order and freed only here (invariant).
+        unsafe { b::__free_pages(self.page.as_ptr(), self.order) }
+    }
+}
+
+/// Zeroed kernel memory (kzalloc) holding one ABI object handed to clients.
+///
+/// # Invariants
+///
+/// `ptr` points to `size` bytes from `kzalloc`, freed exactly once, on drop.
+pub(crate) struct RawBuf {
+    ptr: NonNull<u8>,
+    size: usize,
+}
+
+// SAFETY: plain kernel memory; may be freed from any task.
+unsafe impl Send for RawBuf {}
+
+impl RawBuf {
+    /// Allocates `size` zeroed bytes (at least 8-byte aligned, as kmalloc).
+    pub(crate) fn new(size: usize) -> Result<Self> {
+        // SAFETY: no preconditions; may sleep (GFP_KERNEL).
+        let p = unsafe { b::nvsim_glue_kzalloc(size) };
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(ENOMEM)?;
+        Ok(Self { ptr, size })
+    }
+
+    /// The address of the memory.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Overwrites the whole buffer with `byte`.
+    pub(crate) fn fill(&mut self, byte: u8) {
+        // SAFETY: `ptr` is valid for `size` bytes (invariant).
+        unsafe { core::ptr::write_bytes(self.ptr.as_ptr(), byte, self.size) }
+    }
+}
+
+impl Drop for RawBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by kzalloc and freed only here (invariant).
+        unsafe { b::kfree(self.ptr.as_ptr().cast()) }
+    }
+}
+
+/// A function of another module, looked up by name and held (the module
+/// cannot go away) until dropped.
+///
+/// # Invariants
+///
+/// `addr` was returned by `__symbol_get(name)` and is put back on drop.
+pub(crate) struct Symbol {
+    name: &'static CStr,
+    addr: NonNull<core::ffi::c_void>,
+}
+
+impl Symbol {
+    /// Looks `name` up; `None` if no loaded module exports it.
+    pub(crate) fn get(name: &'static CStr) -> Option<Self> {
+        // SAFETY: `name` is a NUL-terminated string.
+        let p = unsafe { b::__symbol_get(name.as_ptr().cast()) };
+        Some(Self {
+            name,
+            addr: NonNull::new(p)?,
+        })
+    }
+
+    /// The symbol's address.
+    pub(crate) fn addr(&self) -> *mut core::ffi::c_void {
+        self.addr.as_ptr()
+    }
+}
+
+impl Drop for Symbol {
+    fn drop(&mut self) {
+        // SAFETY: the symbol was got by name and is put back once (invariant).
+        unsafe { b::__symbol_put(self.name.as_ptr().cast()) }
+    }
+}
+
+/// Registers `/dev/nvidia_p2p_sim`.
+pub(crate) fn chardev_register() -> Result {
+    // SAFETY: called once at module init.
+    kernel::error::to_result(unsafe { b::nvsim_glue_chardev_register() })
+}
+
+/// Removes `/dev/nvidia_p2p_sim` (after a successful register).
+pub(crate) fn chardev_unregister() {
+    // SAFETY: called once at module exit, after a successful register.
+    unsafe { b::nvsim_glue_chardev_unregister() }
+}
+
+/// Tells peer_core_sim (if loaded) that GPU memory was freed, so it checks
+/// that the HCA no longer uses any of it.  Must not be called with the API
+/// lock held (the core asks `nvidia_p2p_sim_dma_live`).
+pub(crate) fn notify_core_freed() {
+    let Some(sym) = Symbol::get(c"peer_core_sim_gpu_freed") else {
+        return;
+    };
+    // SAFETY: peer_core_sim exports `void peer_core_sim_gpu_freed(void)`
+    // (sim_link.h); the symbol is held until `sym` is dropped.
+    let f = unsafe {
+        core::mem::transmute::<*mut core::ffi::c_void, unsafe extern "C" fn()>(sym.addr())
+    };
+    // SAFETY: callable from process context without locks held.
+    unsafe { f() };
+}

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The contract checks' outcome: each violation kind has a counter that
+//! tests read (`violation.<name>=N` in the stats), a log line naming it, and
+//! a `WARN` the first time it fires (re-armed by a counter reset).  Also the
+//! per-function call counters.
+
+use core::ffi::CStr;
+use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::prelude::*;
+
+use crate::sys;
+
+/// A contract violation a client can commit against the NVIDIA P2P API.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Kind {
+    /// VA or length not a multiple of 64 KiB (or length 0).
+    Misaligned,
+    /// The VA belongs to another process's GPU memory (or a kernel thread
+    /// called for a process's VA).
+    ForeignVa,
+    /// `nvidia_p2p_get_pages` without a free callback.
+    NullCallback,
+    /// `put_pages` called from inside a free callback (the real driver
+    /// deadlocks on its own lock).
+    PutInCallback,
+    /// `dma_unmap_pages` called from inside a free callback (same).
+    UnmapInCallback,
+    /// Any other locked API function called from inside a free callback.
+    ApiInCallback,
+    /// A page table or mapping used after its free callback returned.
+    UseAfterFreeCallback,
+    /// A page table or mapping used after the client released it.
+    UseAfterPut,
+    /// A page table or mapping released twice.
+    DoublePut,
+    /// A pointer the simulator never handed out.
+    UnknownObject,
+    /// `put_pages` while DMA mappings of the table are still live.
+    PutBeforeUnmap,
+    /// `dma_map_pages`/`dma_unmap_pages` with a peer that is not a PCI device.
+    NonPciPeer,
+    /// `dma_unmap_pages` with a different peer than the mapping's.
+    WrongPeer,
+    /// Invalid arguments: NULL out-pointers, non-zero token or VA space,
+    /// persistent flags, a VA that does not match the table.
+    BadArgs,
+    /// A call waited `callback_timeout_ms` for the API lock held across a
+    /// free callback: the callback waits for that call (a deadlock).
+    CallbackDeadlock,
+    /// Pins still outstanding when the driver is unloaded.
+    PinsAtUnload,
+}
+
+/// Every kind, in counter order.
+pub(crate) const KINDS: [Kind; 16] = [
+    Kind::Misaligned,
+    Kind::ForeignVa,
+    Kind::NullCallback,
+    Kind::PutInCallback,
+    Kind::UnmapInCallback,
+    Kind::ApiInCallback,
+    Kind::UseAfterFreeCallback,
+    Kind::UseAfterPut,
+    Kind::DoublePut,
+    Kind::UnknownObject,
+    Kind::PutBeforeUnmap,
+    Kind::NonPciPeer,
+    Kind::WrongPeer,
+    Kind::BadArgs,
+    Kind::CallbackDeadlock,
+    Kind::PinsAtUnload,
+];
+
+impl Kind {
+    /// The name tests see.
+    pub(crate) fn name(self) -> &'static CStr {
+        match self {
+            Kind::Misaligned => c"misaligned",
+            Kind::ForeignVa => c"foreign_va",
+            Kind::NullCallback => c"null_callback",
+            Kind::PutInCallback => c"put_in_callback",
+            Kind::UnmapInCallback => c"unmap_in_callback",
+            Kind::ApiInCallback => c"api_in_callback",
+            Kind::UseAfterFreeCallback => c"use_after_free_callback",
+            Kind::UseAfterPut => c"use_after_put",
+            Kind::DoublePut => c"double_put",
+            Kind::UnknownObject => c"unknown_object",
+            Kind::PutBeforeUnmap => c"put_before_unmap",
+            Kind::NonPciPeer => c"non_pci_peer",
+            Kind::WrongPeer => c"wrong_peer",
+            Kind::BadArgs => c"bad_args",
+            Kind::CallbackDeadlock => c"callback_deadlock",
+            Kind::PinsAtUnload => c"pins_at_unload",
+        }
+    }
+
+    fn str(self) -> &'static str {
+        self.name().to_str().unwrap_or("?")
+    }
+}
+
+static COUNTS: [AtomicU64; KINDS.len()] = [const { AtomicU64::new(0) }; KINDS.len()];
+
+/// Records one violation: counter, log line, WARN (once per kind).
+pub(crate) fn report(kind: Kind, what: fmt::Arguments<'_>) {
+    COUNTS[kind as usize].fetch_add(1, Ordering::Relaxed);
+    pr_err!("contract violation {}: {}\n", kind.str(), what);
+    sys::warn_once(kind as u32, kind.name());
+}
+
+/// The count of `kind`.
+pub(crate) fn count(kind: Kind) -> u64 {
+    COUNTS[kind as usize].load(Ordering::Relaxed)
+}
+
+/// The sum over all kinds.
+pub(crate) fn total() -> u64 {
+    KINDS.iter().map(|&k| count(k)).sum()
+}
+
+/// An API function, for the call counters.
+#[derive(Clone, Copy)]
+#[repr(usize)]
+pub(crate) enum Call {
+    /// `nvidia_p2p_get_pages`.
+    GetPages,
+    /// `nvidia_p2p_put_pages`.
+    PutPages,
+    /// `nvidia_p2p_get_pages_persistent`.
+    GetPagesPersistent,
+    /// `nvidia_p2p_put_pages_persistent`.
+    PutPagesPersistent,
+    /// `nvidia_p2p_free_page_table`.
+    FreePageTable,
+    /// `nvidia_p2p_dma_map_pages`.
+    DmaMapPages,
+    /// `nvidia_p2p_dma_unmap_pages`.
+    DmaUnmapPages,
+    /// `nvidia_p2p_free_dma_mapping`.
+    FreeDmaMapping,
+}
+
+/// Every function with its name, in counter order.
+pub(crate) const CALLS: [(Call, &str); 8] = [
+    (Call::GetPages, "get_pages"),
+    (Call::PutPages, "put_pages"),
+    (Call::GetPagesPersistent, "get_pages_persistent"),
+    (Call::PutPagesPersistent, "put_pages_persistent"),
+    (Call::FreePageTable, "free_page_table"),
+    (Call::DmaMapPages, "dma_map_pages"),
+    (Call::DmaUnmapPages, "dma_unmap_pages"),
+    (Call::FreeDmaMapping, "free_dma_mapping"),
+];
+
+static CALL_COUNTS: [AtomicU64; CALLS.len()] = [const { AtomicU64::new(0) }; CALLS.len()];
+
+impl Call {
+    /// Counts one call.
+    pub(crate) fn count(self) {
+        CALL_COUNTS[self as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The calls counted so far.
+    pub(crate) fn calls(self) -> u64 {
+        CALL_COUNTS[self as usize].load(Ordering::Relaxed)
+    }
+
+    /// The violation a call of this function from inside a free callback is.
+    pub(crate) fn in_callback_kind(self) -> Kind {
+        match self {
+            Call::PutPages | Call::PutPagesPersistent => Kind::PutInCallback,
+            Call::DmaUnmapPages => Kind::UnmapInCallback,
+            _ => Kind::ApiInCallback,
+        }
+    }
+
+    /// The function's name.
+    pub(crate) fn name(self) -> &'static str {
+        CALLS[self as usize].1
+    }
+}
+
+/// Zeroes every violation and call counter and re-arms the WARNs.
+pub(crate) fn reset() {
+    for c in Iterator::chain(COUNTS.iter(), CALL_COUNTS.iter()) {
+        c.store(0, Ordering::Relaxed);
+    }
+    sys::rearm_warnings();
+}

@@ -1,0 +1,65 @@
+//! simctl: drives the peermem-rs simulators from userspace.
+//!
+//! ```text
+//! simctl COMMAND...            one command (control files closed at exit)
+//! simctl run 'STMT; STMT...'   statements in one process (see script.rs)
+//! simctl script FILE|-         the same from a file or stdin
+//! ```
+//! Commands (output is "key=value" text, one fact per line):
+//! ```text
+//! gpu alloc LEN [contiguous|fragmented:K|shuffled] [--at VA]   -> alloc va=...
+//! gpu free VA | gpu fault get_pages|dma_map|persistent N [ERRNO]
+//! gpu delay US_PER_PAGE | gpu stats | gpu get KEY | gpu reset
+//! core reg VA LEN [--access rw|ro|N] [--hook STEP:ACTION[:MS[:VA]]] [--sg-max N]
+//!      -> reg handle=H client=... core_context=N page_size=... nents=N; sg ... lines
+//! core dereg H | core dma-check H | core query H | core stats | core get KEY | core reset
+//! open gpu|core | close gpu|core | check [KIND=N|KIND+]... | write PATH VALUE | read PATH
+//! sleep MS | echo TEXT
+//! ```
+//! Exit status: 0 if every statement did what it should, 1 otherwise, 2 on
+//! a usage error.
+
+mod cmd;
+mod dev;
+mod num;
+mod script;
+mod uapi;
+
+use std::io::Read;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let src = match args.first().map(String::as_str) {
+        None | Some("-h") | Some("--help") | Some("help") => {
+            println!("{}", include_str!("usage.txt"));
+            return ExitCode::SUCCESS;
+        }
+        Some("run") => args[1..].join(" "),
+        Some("script") => {
+            let mut s = String::new();
+            let r = match args.get(1).map(String::as_str) {
+                None | Some("-") => std::io::stdin().read_to_string(&mut s).map(|_| ()),
+                Some(f) => std::fs::read_to_string(f).map(|t| s = t),
+            };
+            if let Err(e) = r {
+                eprintln!("simctl: {e}");
+                return ExitCode::from(2);
+            }
+            s
+        }
+        Some(_) => args.join(" "),
+    };
+    let stmts = match script::parse(&src) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("simctl: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if script::Runner::default().run(stmts) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

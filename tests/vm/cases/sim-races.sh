@@ -1,0 +1,81 @@
+#!/bin/bash
+# sim-races: cudaFree racing registration and deregistration, made
+# reproducible by the core's step hooks, then at random from concurrent
+# threads and processes, and unregistering a client that still serves a
+# registration -- all with the well-behaved client, so zero
+# violations, and (on the debug kernel) no lockdep or KASAN report.
+. "${vmstage:-/peermem}/vm/lib.sh"
+. "$CASES/sim-common.inc"
+[ -x "$SIMCTL" ] || { bad "no $SIMCTL"; finish; }
+check "load the simulators" sim_load || finish
+check "load simclient_good" sim_client good
+
+# Step hooks: a cudaFree of the registered VA from another thread.
+check "free after acquire: get_pages refuses, the core unwinds (release)" \
+  sim_run 'A=gpu alloc 2M; !EINVAL core reg $A 2M --hook after_acquire:free; gpu get pins; core get hook_frees'
+has "^0$" || bad "pin left"
+check "free after get_pages (mapping lock held): dma_map fails, unwound" \
+  sim_run 'A=gpu alloc 2M; !EINVAL core reg $A 2M --hook after_get_pages:free; gpu get pins'
+has "^0$" || bad "pin left"
+check "free after dma_map: the invalidation waits for the registration, then fences it" \
+  sim_run 'A=gpu alloc 2M; H=core reg $A 2M --hook after_dma_map:free; !ESTALE core dma-check $H; core get invalidate_waited; core dereg $H; gpu get pins'
+has "^1$" && ok "invalidate waited for the in-flight registration" || bad "invalidate_waited"
+check "free during dereg (mapping lock held): no deadlock" \
+  sim_run 'A=gpu alloc 2M; H=core reg $A 2M --hook in_dereg:free; core dereg $H; gpu get pins; gpu get allocations'
+check "a delay hook holds the mapping lock while another thread frees" \
+  sim_run 'A=gpu alloc 2M; & ?core reg $A 2M --hook after_get_pages:delay:300; sleep 100; gpu free $A; wait; gpu get pins'
+has "^0$" || bad "pin left"
+
+# The legacy flavour (dma_unmap/put_pages from inside invalidate).
+rmmod simclient_good
+check "legacy client (unmaps=0)" sim_client good unmaps=0
+check "legacy: free after dma_map and during dereg" \
+  sim_run 'A=gpu alloc 2M; H=core reg $A 2M --hook after_dma_map:free; !ESTALE core dma-check $H; core dereg $H
+           B=gpu alloc 2M; H2=core reg $B 2M --hook in_dereg:free; core dereg $H2; gpu get pins'
+rmmod simclient_good
+check "simclient_good again" sim_client good
+
+# Threads of one process: registrations race a cudaFree of their memory.
+check "threads: 4 x 10 registrations racing cudaFree and context teardown" sim_run '
+  A=gpu alloc 8M fragmented:4
+  & ? repeat 10 core reg $A 8M
+  & ? repeat 10 core reg $A+1M 2M
+  & ? repeat 10 core reg $A+0x1234 0x10000
+  & ? repeat 10 core reg $A+4M 4M
+  sleep 50
+  gpu free $A
+  wait
+  B=gpu alloc 4M shuffled
+  & ? repeat 10 core reg $B 4M
+  & ? repeat 10 core reg $B+64K 64K
+  close gpu
+  wait
+  gpu get pins
+  gpu get mappings'
+has "^0$" || bad "pins/mappings left"
+
+# Processes: each with its own GPU memory, concurrently.
+pids=
+for i in 1 2 3; do
+  "$SIMCTL" run 'A=gpu alloc 4M fragmented:2; H=core reg $A 4M; & ? repeat 5 core reg $A 1M; gpu free $A; wait; core dereg $H' > /tmp/race-$i.out 2>&1 &
+  pids="$pids $!"
+done
+r=0; for p in $pids; do wait $p || r=1; done
+check "3 processes registering and freeing concurrently" test $r = 0 || cat /tmp/race-*.out
+check "no pins, mappings or registrations left" sim_run 'gpu get pins; gpu get mappings; core get registrations'
+[ "$(grep -c '^0$' <<< "$SIM_OUT")" = 3 ] || bad "leftovers"
+
+# ib_unregister_peer_memory_client blocks until the client's registrations
+# are gone (here: until the process holding one exits).
+"$SIMCTL" run 'A=gpu alloc 1M; H=core reg $A 1M; echo registered; sleep 60000' > /tmp/holder.out 2>&1 & holder=$!
+for i in $(seq 100); do grep -q '^registered' /tmp/holder.out && break; sleep 0.1; done
+rmmod simclient_good & rm_pid=$!
+sleep 1
+check "rmmod of the client blocks while a registration exists" kill -0 $rm_pid
+kill $holder; wait $holder 2>/dev/null
+check "... and completes once the registration is gone" wait $rm_pid
+check "the client is gone" bash -c '! grep -q "^simclient_good " /proc/modules'
+
+check "zero violations" sim_check
+check "unload" sim_unload
+finish
