@@ -13,7 +13,6 @@ KVER=$1
 if is_debug_kernel "$KVER"; then KDIR=/build/kernel-$KVER; LLVM="LLVM=1"
 else KDIR=/usr/src/linux-headers-$KVER; LLVM=; fi
 [ -f "$ROOT$KDIR/Module.symvers" ] || die "$KVER is not prepared (no $KDIR/Module.symvers): run the kernel step"
-root_mount
 SRC=$STAGE/src/$KVER; OUT=$STAGE/mods/$KVER
 mkdir -p "$ROOT$SRC" "$ROOT$OUT"
 rsync -a --delete --exclude=.git --exclude=/build --exclude=target --exclude=/userspace \

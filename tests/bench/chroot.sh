@@ -20,7 +20,6 @@ deb $mirror $BACKPORTS main
 SRC
 # The archive here is a snapshot whose Release files are past Valid-Until.
 echo 'Acquire::Check-Valid-Until "false";' > "$ROOT/etc/apt/apt.conf.d/90bench"
-root_mount
 in_root apt-get -q update > /dev/null
 
 # Every pin must exist in the archive, at exactly that version.

@@ -12,7 +12,6 @@
 . "$(dirname "$0")/lib.sh"
 KVER=$1
 is_debug_kernel "$KVER" && die "$KVER is the debug kernel: use kernel-debug.sh"
-root_mount
 K=/usr/src/linux-headers-$KVER
 [ -f "$ROOT$K/.config" ] || die "linux-headers-$KVER missing from the chroot"
 want=$(sed -nE 's/^CONFIG_RUSTC_VERSION_TEXT="(.*)"/\1/p' "$ROOT$K/.config")

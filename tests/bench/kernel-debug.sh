@@ -18,7 +18,6 @@ key=$(cat "$BENCH/debug-6.12.config" | { cat; echo "$DEBUG_KERNEL_SRCVER $RUSTC_
 # (what the other scripts use) is switched to it once it is complete.
 S=/build/linux-source-6.12; O=/build/kernel-$KREL-$key; CURRENT=/build/kernel-$KREL
 stamp_ok "kernel-$KREL-$key" && [ "$(readlink "$ROOT$CURRENT")" = "${O##*/}" ] && exit 0
-root_mount
 tarball=$CACHE/kernel-$KREL-$key.tar.zst
 MK="nice make -C $S O=$O -j$(nproc) LLVM=1 LOCALVERSION=$DEBUG_KERNEL_LOCALVERSION"
 if [ ! -d "$ROOT$S" ]; then

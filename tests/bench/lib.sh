@@ -35,24 +35,13 @@ kseries() { echo "$1" | cut -d. -f1,2; }
 is_debug_kernel() { [ "$1" = "$DEBUG_KERNEL" ]; }
 debian_pkgver() { local v="DEBIAN_KERNEL_PKGVER_$(kseries "$1" | tr . _)"; echo "${!v}"; }
 
-# Chroot helpers: /proc and /dev mounted while a script runs inside it.
-_MOUNTED=()
-root_mount() {
-  local d
-  for d in proc dev; do
-    mountpoint -q "$ROOT/$d" && continue
-    case $d in proc) mount -t proc proc "$ROOT/proc";; dev) mount --bind /dev "$ROOT/dev";; esac
-    _MOUNTED+=("$ROOT/$d")
-  done
-  trap root_umount EXIT
-}
-root_umount() {
-  local m
-  for m in "${_MOUNTED[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" || true; done
-  _MOUNTED=()
-}
+# Running a command in the chroot: each call gets a private mount namespace
+# with /proc and /dev mounted, so concurrent runs never unmount each other's
+# and nothing stays mounted on the host.
 in_root() {
-  chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"
+  unshare --mount --propagation private -- sh -c \
+    'r=$1; shift; mount -t proc proc "$r/proc" && mount --rbind /dev "$r/dev" && exec chroot "$r" "$@"' \
+    sh "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"
 }
 
 # Step stamps: a step whose stamp exists with the same key is done.

@@ -45,7 +45,6 @@ timed chroot bash "$BENCH/chroot.sh" || fatal "chroot: building the trixie chroo
 HOST_CRATES="rust/logic userspace tests/simctl"
 run_cargo_tests() {
   local d out rc=0
-  root_mount
   for d in $HOST_CRATES; do
     [ -f "$TOP/$d/Cargo.toml" ] || continue
     mkdir -p "$ROOT$STAGE/host/$d" "$ROOT/build/cargo-target/$d"
@@ -64,7 +63,6 @@ run_cargo_tests() {
       find "$ROOT/build/cargo-target/$d/release" -maxdepth 1 -type f -executable -exec cp {} "$ROOT$STAGE/bin/" \;
     fi
   done
-  root_umount
   return $rc
 }
 if [ "$mode" = test ] || [ "$mode" = host ]; then

@@ -13,7 +13,6 @@
 KVER=$1; CASES=${2:-}
 : "${VM_TIMEOUT:=1500}" "${VM_MEM:=3G}" "${VM_CPUS:=2}"
 mkdir -p "$RESULTS"
-mountpoint -q "$ROOT/proc" && log "note: $ROOT/proc is mounted on the host (shadowed in the VM)"
 
 # The VM sees the test harness from the stage.
 mkdir -p "$ROOT$STAGE/vm"
