@@ -26,20 +26,19 @@ pub(crate) use generated::{
     invalidate_peer_memory, nvidia_p2p_dma_map_pages_t, nvidia_p2p_dma_mapping,
     nvidia_p2p_dma_unmap_pages_t, nvidia_p2p_get_pages_persistent_t, nvidia_p2p_get_pages_t,
     nvidia_p2p_page, nvidia_p2p_page_table, nvidia_p2p_put_pages_persistent_t,
-    nvidia_p2p_put_pages_t, pci_dev, peer_memory_client, peer_memory_client_ex,
-    seq_file, sg_table, IB_PEER_MEMORY_NAME_MAX, IB_PEER_MEMORY_VER_MAX,
-    NVIDIA_P2P_FLAGS_DEFAULT, NVIDIA_P2P_PAGE_SIZE_64KB, PEER_MEM_INVALIDATE_UNMAPS,
+    nvidia_p2p_put_pages_t, pci_dev, peer_memory_client, peer_memory_client_ex, seq_file, sg_table,
+    IB_PEER_MEMORY_NAME_MAX, IB_PEER_MEMORY_VER_MAX, NVIDIA_P2P_FLAGS_DEFAULT,
+    NVIDIA_P2P_PAGE_SIZE_64KB, PEER_MEM_INVALIDATE_UNMAPS,
 };
 
 /// The C glue of the module (rust/glue.c).
 pub(crate) mod glue {
     pub(crate) use super::generated::{
         peermem_core_register_fn, peermem_core_unregister_fn, peermem_debugfs_create,
-        peermem_debugfs_remove, peermem_dev_to_pci,
-        peermem_dma_max_seg_size, peermem_module_get, peermem_module_put, peermem_now_ns,
-        peermem_param_client_name, peermem_param_mode, peermem_seq_write, peermem_sg_alloc,
-        peermem_sg_first, peermem_sg_free, peermem_sg_next, peermem_sg_set_dma,
-        peermem_symbol_get, peermem_symbol_put, peermem_version,
+        peermem_debugfs_remove, peermem_dev_to_pci, peermem_dma_max_seg_size, peermem_module_get,
+        peermem_module_put, peermem_now_ns, peermem_param_client_name, peermem_param_mode,
+        peermem_seq_write, peermem_sg_alloc, peermem_sg_first, peermem_sg_free, peermem_sg_next,
+        peermem_sg_set_dma, peermem_symbol_get, peermem_symbol_put, peermem_version,
     };
 }
 

@@ -17,8 +17,8 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 
 use crate::bindings::{
-    device, peer_memory_client_ex, seq_file, sg_table,
-    IB_PEER_MEMORY_NAME_MAX, IB_PEER_MEMORY_VER_MAX, PEER_MEM_INVALIDATE_UNMAPS,
+    device, peer_memory_client_ex, seq_file, sg_table, IB_PEER_MEMORY_NAME_MAX,
+    IB_PEER_MEMORY_VER_MAX, PEER_MEM_INVALIDATE_UNMAPS,
 };
 use crate::sg::{DmaDevice, SgTable};
 
@@ -71,7 +71,8 @@ impl<T: PeerMemoryClient> ClientTable<T> {
         invalidation: bool,
     ) -> Result<KBox<peer_memory_client_ex>> {
         let name_max = IB_PEER_MEMORY_NAME_MAX as usize;
-        if name.is_empty() || name.len() >= name_max || name.bytes().any(|b| !b.is_ascii_graphic()) {
+        if name.is_empty() || name.len() >= name_max || name.bytes().any(|b| !b.is_ascii_graphic())
+        {
             return Err(EINVAL);
         }
         let mut t = KBox::new(peer_memory_client_ex::default(), GFP_KERNEL)?;
@@ -289,7 +290,10 @@ unsafe extern "C" fn dma_unmap<T: PeerMemoryClient>(
 /// # Safety
 ///
 /// As for `get_pages`.
-unsafe extern "C" fn put_pages<T: PeerMemoryClient>(_sg_head: *mut sg_table, client_context: *mut c_void) {
+unsafe extern "C" fn put_pages<T: PeerMemoryClient>(
+    _sg_head: *mut sg_table,
+    client_context: *mut c_void,
+) {
     // SAFETY: the caller's contract.
     T::put_pages(unsafe { registration::<T>(client_context) });
 }

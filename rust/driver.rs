@@ -69,10 +69,11 @@ impl kernel::Module for PeermemRs {
             (None, false) => Mode::Invalidate,
         };
         let invalidation = mode == Mode::Invalidate;
-        let table = ClientTable::<Client>::build(name, glue::version(), invalidation).map_err(|e| {
-            pr_err!("peer_client_name must be 1 to 63 printable characters\n");
-            e
-        })?;
+        let table =
+            ClientTable::<Client>::build(name, glue::version(), invalidation).map_err(|e| {
+                pr_err!("peer_client_name must be 1 to 63 printable characters\n");
+                e
+            })?;
         let client = Client::new(nvidia, mode, name)?;
         ClientTable::activate(client.clone());
         let registration = match ClientRegistration::register(core, table, invalidation) {

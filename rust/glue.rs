@@ -16,9 +16,8 @@ fn static_str(ptr: *const kernel::ffi::c_char) -> &'static str {
     if ptr.is_null() {
         return "";
     }
-    // SAFETY: the glue returns pointers to NUL-terminated strings that live
-    // as long as the module: string literals, or module parameters, which
-    // are read-only (0444) after load.
+    // SAFETY: the glue returns NUL-terminated strings that live as long as
+    // the module (literals, or read-only 0444 module parameters).
     let s = unsafe { CStr::from_ptr(ptr.cast()) };
     s.to_str().unwrap_or("(not UTF-8)")
 }

@@ -17,8 +17,8 @@ use kernel::prelude::*;
 use crate::bindings::{
     nvidia_p2p_dma_map_pages_t, nvidia_p2p_dma_mapping, nvidia_p2p_dma_unmap_pages_t,
     nvidia_p2p_get_pages_persistent_t, nvidia_p2p_get_pages_t, nvidia_p2p_page_table,
-    nvidia_p2p_put_pages_persistent_t, nvidia_p2p_put_pages_t, pci_dev,
-    NVIDIA_P2P_FLAGS_DEFAULT, NVIDIA_P2P_PAGE_SIZE_64KB,
+    nvidia_p2p_put_pages_persistent_t, nvidia_p2p_put_pages_t, pci_dev, NVIDIA_P2P_FLAGS_DEFAULT,
+    NVIDIA_P2P_PAGE_SIZE_64KB,
 };
 use crate::glue::Symbol;
 use crate::logic::range::GpuRange;
@@ -49,7 +49,8 @@ pub(crate) struct NvidiaP2p {
         Option<FreeCallback>,
         *mut c_void,
     ) -> kernel::ffi::c_int,
-    put_pages: unsafe extern "C" fn(u64, u32, u64, *mut nvidia_p2p_page_table) -> kernel::ffi::c_int,
+    put_pages:
+        unsafe extern "C" fn(u64, u32, u64, *mut nvidia_p2p_page_table) -> kernel::ffi::c_int,
     persistent: Option<Persistent>,
     dma_map_pages: unsafe extern "C" fn(
         *mut pci_dev,
@@ -75,9 +76,8 @@ macro_rules! resolve {
     ($refs:ident, $name:literal, $ty:ty) => {{
         match Symbol::get($name) {
             Some(sym) => {
-                // SAFETY: the symbol is the exported function `$name`, whose
-                // C type is `$ty` (include/nv-p2p-abi.h); a function address
-                // and `Option<fn>` have the same representation.
+                // SAFETY: `$name` has the C type `$ty` (nv-p2p-abi.h); a function
+                // address and `Option<fn>` have the same representation.
                 let f: $ty = unsafe { core::mem::transmute::<*mut c_void, $ty>(sym.addr()) };
                 $refs.push(sym, GFP_KERNEL)?;
                 f
@@ -94,9 +94,16 @@ impl NvidiaP2p {
         let mut refs = KVec::new();
         let get_pages = resolve!(refs, c"nvidia_p2p_get_pages", nvidia_p2p_get_pages_t);
         let put_pages = resolve!(refs, c"nvidia_p2p_put_pages", nvidia_p2p_put_pages_t);
-        let dma_map_pages = resolve!(refs, c"nvidia_p2p_dma_map_pages", nvidia_p2p_dma_map_pages_t);
-        let dma_unmap_pages =
-            resolve!(refs, c"nvidia_p2p_dma_unmap_pages", nvidia_p2p_dma_unmap_pages_t);
+        let dma_map_pages = resolve!(
+            refs,
+            c"nvidia_p2p_dma_map_pages",
+            nvidia_p2p_dma_map_pages_t
+        );
+        let dma_unmap_pages = resolve!(
+            refs,
+            c"nvidia_p2p_dma_unmap_pages",
+            nvidia_p2p_dma_unmap_pages_t
+        );
         let get_persistent = resolve!(
             refs,
             c"nvidia_p2p_get_pages_persistent",
@@ -151,16 +158,19 @@ impl NvidiaP2p {
     ) -> Result<PageTable> {
         let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
         let rc = match (callback, &self.persistent) {
-            // SAFETY: `range` is 64 KiB aligned and non-empty (GpuRange
-            // invariant), `table` is a valid out pointer, and the callback is
-            // a valid function whose `data` stays valid until the callback
-            // ran or the pin was released (the caller's contract).
+            // SAFETY: `range` is aligned and non-empty (GpuRange), `table` an out
+            // pointer; `data` outlives the pin or the callback (caller's contract).
             (Some((f, data)), _) => unsafe {
                 (self.get_pages)(0, 0, range.start(), range.len(), &mut table, Some(f), data)
             },
             // SAFETY: as above, with the persistent API (flags must be 0).
             (None, Some(p)) => unsafe {
-                (p.get)(range.start(), range.len(), &mut table, NVIDIA_P2P_FLAGS_DEFAULT)
+                (p.get)(
+                    range.start(),
+                    range.len(),
+                    &mut table,
+                    NVIDIA_P2P_FLAGS_DEFAULT,
+                )
             },
             (None, None) => return Err(crate::compat::eopnotsupp()),
         };
@@ -191,9 +201,8 @@ impl NvidiaP2p {
     /// DMA-maps a pinned page table for the peer PCI device `peer`.
     pub(crate) fn dma_map(&self, peer: PciDev, table: &PageTableRef) -> Result<DmaMapping> {
         let mut mapping: *mut nvidia_p2p_dma_mapping = ptr::null_mut();
-        // SAFETY: `peer` is a PCI device (PciDev invariant); `table` is a
-        // pin we own or one the driver revokes concurrently, which the driver
-        // detects under its lock; `mapping` is a valid out pointer.
+        // SAFETY: `peer` is a PCI device (PciDev); `table` is our pin (a racing
+        // revocation is detected by the driver); `mapping` is an out pointer.
         let rc = unsafe { (self.dma_map_pages)(peer.0.as_ptr(), table.0.as_ptr(), &mut mapping) };
         kernel::error::to_result(rc)?;
         let ptr = NonNull::new(mapping).ok_or(EIO)?;
@@ -206,7 +215,11 @@ impl NvidiaP2p {
         // SAFETY: `mapping` is a mapping of `table` for `mapping.peer` that
         // we own (type invariant), released once here by value.
         let rc = unsafe {
-            (self.dma_unmap_pages)(mapping.peer.0.as_ptr(), table.0.as_ptr(), mapping.ptr.as_ptr())
+            (self.dma_unmap_pages)(
+                mapping.peer.0.as_ptr(),
+                table.0.as_ptr(),
+                mapping.ptr.as_ptr(),
+            )
         };
         kernel::error::to_result(rc)
     }
@@ -284,9 +297,8 @@ impl PageTable {
 
     /// Checks the layout and size of the pin against `range`.
     pub(crate) fn check(&self, range: &GpuRange) -> core::result::Result<PinInfo, Unsupported> {
-        // SAFETY: by the type invariant `ptr` is valid (the caller holds the
-        // lock the free callback takes); the fields read exist in every
-        // layout (v1 and v2 share them), `flags` (v2 only) is not read.
+        // SAFETY: `ptr` is valid under the caller's lock (type invariant); these
+        // fields exist in v1 and v2 alike (`flags`, v2 only, is not read).
         let (v, page_size, entries) = unsafe {
             let t = self.ptr.as_ptr();
             ((*t).version, (*t).page_size, (*t).entries)
@@ -366,7 +378,8 @@ impl DmaMapping {
         // SAFETY: the driver's mapping has `entries` addresses at `addrs`.
         let addrs = unsafe { core::slice::from_raw_parts(addrs, entries as usize) };
         for &a in addrs {
-            out.push(a, GFP_KERNEL).map_err(|_| Unsupported::Entries(entries))?;
+            out.push(a, GFP_KERNEL)
+                .map_err(|_| Unsupported::Entries(entries))?;
         }
         Ok(())
     }

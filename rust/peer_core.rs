@@ -11,8 +11,8 @@ use core::ptr::{self, NonNull};
 use kernel::prelude::*;
 
 use crate::bindings::{
-    glue, ib_register_peer_memory_client_t, ib_unregister_peer_memory_client_t, invalidate_peer_memory,
-    peer_memory_client, peer_memory_client_ex,
+    glue, ib_register_peer_memory_client_t, ib_unregister_peer_memory_client_t,
+    invalidate_peer_memory, peer_memory_client, peer_memory_client_ex,
 };
 
 /// The resolved register/unregister pair.
@@ -23,10 +23,8 @@ use crate::bindings::{
 /// the module loader resolved (weakly, by name) when this module was loaded;
 /// it holds a reference on the exporting module until we are unloaded.
 pub(crate) struct PeerCore {
-    register: unsafe extern "C" fn(
-        *const peer_memory_client,
-        *mut invalidate_peer_memory,
-    ) -> *mut c_void,
+    register:
+        unsafe extern "C" fn(*const peer_memory_client, *mut invalidate_peer_memory) -> *mut c_void,
     unregister: unsafe extern "C" fn(*mut c_void),
 }
 
@@ -45,9 +43,8 @@ impl PeerCore {
         if reg.is_null() || unreg.is_null() {
             return None;
         }
-        // SAFETY: non-null addresses of the exported functions of those
-        // names, whose C types are the typedefs of include/peer-mem-abi.h; a
-        // function address and `Option<fn>` have the same representation.
+        // SAFETY: non-null addresses of the functions typed in peer-mem-abi.h;
+        // a function address and `Option<fn>` have the same representation.
         let (register, unregister) = unsafe {
             (
                 core::mem::transmute::<*mut c_void, ib_register_peer_memory_client_t>(reg),
@@ -96,9 +93,8 @@ impl ClientRegistration {
         } else {
             ptr::null_mut()
         };
-        // SAFETY: `table` is a complete client table whose functions stay
-        // valid while this module is loaded, at a fixed heap address that we
-        // keep until unregistering; `slot` is null or a valid out pointer.
+        // SAFETY: `table` is complete, boxed (fixed address) and kept until we
+        // unregister; `slot` is null or a valid out pointer.
         let handle = unsafe { (core.register)(&table.client, slot) };
         let handle = NonNull::new(handle).ok_or(EBUSY)?;
         let invalidate = match (invalidation, invalidate) {

@@ -212,7 +212,11 @@ impl Registration {
             }
             Err(why) => {
                 drop(inner);
-                pr_err!("refusing a pin of {} bytes: {}\n", size, format_args!("{why}"));
+                pr_err!(
+                    "refusing a pin of {} bytes: {}\n",
+                    size,
+                    format_args!("{why}")
+                );
                 STATS.error(ErrorKind::Unsupported);
                 // The callback cannot run once unpin returns: take its
                 // reference back.
@@ -289,7 +293,8 @@ impl Registration {
             .and_then(|()| {
                 let segments = coalesce(&addrs, GPU_PAGE_SIZE, dev.max_segment());
                 let n = segments.clone().count();
-                sg.fill(segments, n).map_err(|e| Self::fail(ErrorKind::NoMemory, e))?;
+                sg.fill(segments, n)
+                    .map_err(|e| Self::fail(ErrorKind::NoMemory, e))?;
                 Ok(n)
             });
         match result {
@@ -313,7 +318,10 @@ impl Registration {
         let mut inner = self.inner.lock();
         let free_sg = core::mem::replace(&mut inner.sg_allocated, false);
         let call = match inner.state.unmap_begin() {
-            Ok(Action::CallDriver) => inner.mapping.take().zip(inner.pin.as_ref().map(|p| p.handle())),
+            Ok(Action::CallDriver) => inner
+                .mapping
+                .take()
+                .zip(inner.pin.as_ref().map(|p| p.handle())),
             Ok(_) => None,
             Err(_) => {
                 STATS.error(ErrorKind::OutOfOrder);
@@ -344,7 +352,12 @@ impl Registration {
         drop(inner);
         let Some(pin) = pin else { return };
         if let Some(mapping) = mapping {
-            if self.client.nvidia.dma_unmap(&pin.handle(), mapping).is_err() {
+            if self
+                .client
+                .nvidia
+                .dma_unmap(&pin.handle(), mapping)
+                .is_err()
+            {
                 STATS.error(ErrorKind::DmaUnmap);
             }
         }
@@ -405,7 +418,11 @@ impl Registration {
 impl PeerMemoryClient for Client {
     type Registration = Registration;
 
-    fn acquire(this: ArcBorrow<'_, Self>, addr: u64, size: u64) -> Result<Option<Arc<Registration>>> {
+    fn acquire(
+        this: ArcBorrow<'_, Self>,
+        addr: u64,
+        size: u64,
+    ) -> Result<Option<Arc<Registration>>> {
         Registration::acquire(this.into(), addr, size)
     }
 

@@ -134,8 +134,16 @@ impl Stats {
         writeln!(w, "deregistrations {}", self.deregistrations.load(Relaxed))?;
         writeln!(w, "invalidations {}", self.invalidations.load(Relaxed))?;
         writeln!(w, "declined_acquires {}", self.declined.load(Relaxed))?;
-        writeln!(w, "sg_entries_before_coalescing {}", self.sg_before.load(Relaxed))?;
-        writeln!(w, "sg_entries_after_coalescing {}", self.sg_after.load(Relaxed))?;
+        writeln!(
+            w,
+            "sg_entries_before_coalescing {}",
+            self.sg_before.load(Relaxed)
+        )?;
+        writeln!(
+            w,
+            "sg_entries_after_coalescing {}",
+            self.sg_after.load(Relaxed)
+        )?;
         for (name, n) in ERROR_NAMES.iter().zip(&self.errors) {
             writeln!(w, "errors.{name} {}", n.load(Relaxed))?;
         }

@@ -4,9 +4,9 @@
 //! does not deadlock here because one thread does both).  Lockdep on the
 //! debug kernel must report a possible circular locking dependency.
 
+use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
-use kernel::new_mutex;
 
 module! {
     type: ControlLockOrder,

@@ -288,7 +288,9 @@ impl SgTable {
         v.extend_with(count as usize, SgEnt::default(), GFP_KERNEL)?;
         // SAFETY: a valid table (invariant); `v` holds `count` entries; the
         // glue walks at most `orig_nents` entries of the client-built list.
-        kernel::error::to_result(unsafe { b::pcsim_glue_sg_read(self.t.as_ptr(), count, v.as_mut_ptr()) })?;
+        kernel::error::to_result(unsafe {
+            b::pcsim_glue_sg_read(self.t.as_ptr(), count, v.as_mut_ptr())
+        })?;
         Ok(v)
     }
 

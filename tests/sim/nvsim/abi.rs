@@ -72,9 +72,8 @@ impl PageTable {
         // SAFETY: `uuid` holds 16 bytes.
         unsafe { core::ptr::copy_nonoverlapping(GPU_UUID.as_ptr(), uuid.as_ptr(), GPU_UUID.len()) };
         let t = table.as_ptr().cast::<nvidia_p2p_page_table>();
-        // SAFETY: `table` holds at least the fields up to `gpu_uuid` (32
-        // bytes); `flags` (offset 32) is only written in a 40-byte table and
-        // stays 0 from kzalloc.
+        // SAFETY: `table` holds at least the 32 bytes up to `gpu_uuid`; `flags`
+        // (offset 32) is written only in a 40-byte table, 0 from kzalloc.
         unsafe {
             core::ptr::addr_of_mut!((*t).version).write(version);
             core::ptr::addr_of_mut!((*t).page_size).write(NVIDIA_P2P_PAGE_SIZE_64KB);

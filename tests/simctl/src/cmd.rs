@@ -32,7 +32,12 @@ impl CmdError {
 impl fmt::Display for CmdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CmdError::Os(e, what) => write!(f, "{what}: {} ({})", io::Error::from_raw_os_error(*e), errno_name(*e)),
+            CmdError::Os(e, what) => write!(
+                f,
+                "{what}: {} ({})",
+                io::Error::from_raw_os_error(*e),
+                errno_name(*e)
+            ),
             CmdError::Usage(s) => write!(f, "usage: {s}"),
             CmdError::Check(s) => write!(f, "check failed: {s}"),
         }
@@ -78,7 +83,9 @@ pub fn run(dev: &Devices, w: &[String], out: &dyn Fn(String)) -> Result<Captured
             Ok(None)
         }
         ("sleep", ms) => {
-            std::thread::sleep(Duration::from_millis(num::parse(ms).ok_or_else(|| usage("sleep MS"))?));
+            std::thread::sleep(Duration::from_millis(
+                num::parse(ms).ok_or_else(|| usage("sleep MS"))?,
+            ));
             Ok(None)
         }
         ("echo", _) => {
@@ -102,7 +109,10 @@ fn layout(s: &str) -> Result<(u32, u32), CmdError> {
         None if s == "contiguous" => Ok((LAYOUT_CONTIGUOUS, 0)),
         None if s == "shuffled" => Ok((LAYOUT_SHUFFLED, 0)),
         None if s == "fragmented" => Ok((LAYOUT_FRAGMENTED, 1)),
-        Some(("fragmented", k)) => Ok((LAYOUT_FRAGMENTED, num::parse(k).ok_or_else(|| usage("fragmented:K"))? as u32)),
+        Some(("fragmented", k)) => Ok((
+            LAYOUT_FRAGMENTED,
+            num::parse(k).ok_or_else(|| usage("fragmented:K"))? as u32,
+        )),
         _ => Err(usage("LAYOUT: contiguous | fragmented:K | shuffled")),
     }
 }
@@ -119,7 +129,10 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
     let g = Sim::Gpu;
     match sub {
         "alloc" => {
-            let mut arg = NvsimAlloc { len: number(a.first(), "gpu alloc LEN [LAYOUT] [--at VA]")?, ..Default::default() };
+            let mut arg = NvsimAlloc {
+                len: number(a.first(), "gpu alloc LEN [LAYOUT] [--at VA]")?,
+                ..Default::default()
+            };
             let mut i = 1;
             while let Some(x) = a.get(i) {
                 if x == "--at" {
@@ -130,13 +143,22 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
                     i += 1;
                 }
             }
-            dev.ioctl(g, NVSIM_IOC_ALLOC, &mut arg).map_err(os("gpu alloc"))?;
-            out(format!("alloc va={:#x} len={:#x} layout={}", arg.va, arg.len, layout_name(arg.layout, arg.run_pages)));
+            dev.ioctl(g, NVSIM_IOC_ALLOC, &mut arg)
+                .map_err(os("gpu alloc"))?;
+            out(format!(
+                "alloc va={:#x} len={:#x} layout={}",
+                arg.va,
+                arg.len,
+                layout_name(arg.layout, arg.run_pages)
+            ));
             Ok(Some(arg.va))
         }
         "free" => {
-            let mut arg = NvsimFree { va: number(a.first(), "gpu free VA")? };
-            dev.ioctl(g, NVSIM_IOC_FREE, &mut arg).map_err(os("gpu free"))?;
+            let mut arg = NvsimFree {
+                va: number(a.first(), "gpu free VA")?,
+            };
+            dev.ioctl(g, NVSIM_IOC_FREE, &mut arg)
+                .map_err(os("gpu free"))?;
             out(format!("freed va={:#x}", arg.va));
             Ok(None)
         }
@@ -145,30 +167,52 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
                 Some("get_pages") => FAULT_GET_PAGES,
                 Some("dma_map") | Some("dma_map_pages") => FAULT_DMA_MAP,
                 Some("persistent") | Some("get_pages_persistent") => FAULT_PERSISTENT,
-                _ => return Err(usage("gpu fault get_pages|dma_map|persistent COUNT [ERRNO]")),
+                _ => {
+                    return Err(usage(
+                        "gpu fault get_pages|dma_map|persistent COUNT [ERRNO]",
+                    ))
+                }
             };
             let count = number(a.get(1), "gpu fault SITE COUNT [ERRNO]")? as u32;
             let err = match a.get(2) {
                 Some(e) => errno_value(e).ok_or_else(|| usage("ERRNO: a name (EIO) or number"))?,
                 None => 5,
             };
-            let mut arg = NvsimFault { site, count, err, reserved: 0 };
-            dev.ioctl(g, NVSIM_IOC_FAULT, &mut arg).map_err(os("gpu fault"))?;
+            let mut arg = NvsimFault {
+                site,
+                count,
+                err,
+                reserved: 0,
+            };
+            dev.ioctl(g, NVSIM_IOC_FAULT, &mut arg)
+                .map_err(os("gpu fault"))?;
             Ok(None)
         }
         "delay" => {
-            let mut arg = NvsimDelay { us_per_page: number(a.first(), "gpu delay US_PER_PAGE")? as u32, reserved: 0 };
-            dev.ioctl(g, NVSIM_IOC_DELAY, &mut arg).map_err(os("gpu delay"))?;
+            let mut arg = NvsimDelay {
+                us_per_page: number(a.first(), "gpu delay US_PER_PAGE")? as u32,
+                reserved: 0,
+            };
+            dev.ioctl(g, NVSIM_IOC_DELAY, &mut arg)
+                .map_err(os("gpu delay"))?;
             Ok(None)
         }
-        "reset" => dev.ioctl_none(g, NVSIM_IOC_RESET).map(|()| None).map_err(os("gpu reset")),
+        "reset" => dev
+            .ioctl_none(g, NVSIM_IOC_RESET)
+            .map(|()| None)
+            .map_err(os("gpu reset")),
         "stats" => stats(dev, g, None, out),
         "get" => stats(dev, g, a.first(), out),
         _ => Err(usage("gpu alloc|free|fault|delay|stats|get|reset")),
     }
 }
 
-fn stats(dev: &Devices, sim: Sim, key: Option<&String>, out: &dyn Fn(String)) -> Result<Captured, CmdError> {
+fn stats(
+    dev: &Devices,
+    sim: Sim,
+    key: Option<&String>,
+    out: &dyn Fn(String),
+) -> Result<Captured, CmdError> {
     let s = dev.stats(sim).map_err(os("stats"))?;
     let Some(key) = key else {
         out(s.trim_end().to_string());
@@ -186,13 +230,17 @@ fn access(s: &str) -> Result<u32, CmdError> {
     match s {
         "rw" => Ok(ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ),
         "ro" => Ok(ACCESS_REMOTE_READ),
-        _ => num::parse(s).map(|v| v as u32).ok_or_else(|| usage("--access rw|ro|FLAGS")),
+        _ => num::parse(s)
+            .map(|v| v as u32)
+            .ok_or_else(|| usage("--access rw|ro|FLAGS")),
     }
 }
 
 /// `STEP:ACTION[:MS[:VA]]`.
 fn hook(s: &str, r: &mut PcsimReg) -> Result<(), CmdError> {
-    let bad = || usage("--hook after_acquire|after_get_pages|after_dma_map|in_dereg:free|delay[:MS[:VA]]");
+    let bad = || {
+        usage("--hook after_acquire|after_get_pages|after_dma_map|in_dereg:free|delay[:MS[:VA]]")
+    };
     let mut p = s.split(':');
     r.hook_step = match p.next() {
         Some("after_acquire") => STEP_AFTER_ACQUIRE,
@@ -217,17 +265,30 @@ fn hook(s: &str, r: &mut PcsimReg) -> Result<(), CmdError> {
 
 fn print_sg(handle: u32, sg: &[PcsimSge], out: &dyn Fn(String)) {
     for (i, e) in sg.iter().enumerate() {
-        out(format!("sg handle={handle} idx={i} addr={:#x} len={:#x}", e.addr, e.len));
+        out(format!(
+            "sg handle={handle} idx={i} addr={:#x} len={:#x}",
+            e.addr, e.len
+        ));
     }
 }
 
-fn core(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<Captured, CmdError> {
+fn core(
+    dev: &Devices,
+    sub: &str,
+    a: &[String],
+    out: &dyn Fn(String),
+) -> Result<Captured, CmdError> {
     let c = Sim::Core;
     let handle = |what: &str| number(a.first(), what).map(|h| h as u32);
     match sub {
         "reg" => {
-            let u = "core reg VA LEN [--access rw|ro|N] [--hook STEP:ACTION[:MS[:VA]]] [--sg-max N]";
-            let mut r = PcsimReg { va: number(a.first(), u)?, len: number(a.get(1), u)?, ..Default::default() };
+            let u =
+                "core reg VA LEN [--access rw|ro|N] [--hook STEP:ACTION[:MS[:VA]]] [--sg-max N]";
+            let mut r = PcsimReg {
+                va: number(a.first(), u)?,
+                len: number(a.get(1), u)?,
+                ..Default::default()
+            };
             r.access = access("rw")?;
             let mut sg_max = 4096u32;
             let mut i = 2;
@@ -244,7 +305,8 @@ fn core(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<
             let mut sg = vec![PcsimSge::default(); sg_max as usize];
             r.sg = sg.as_mut_ptr() as u64;
             r.sg_max = sg_max;
-            dev.ioctl(c, PCSIM_IOC_REG, &mut r).map_err(os("core reg"))?;
+            dev.ioctl(c, PCSIM_IOC_REG, &mut r)
+                .map_err(os("core reg"))?;
             let name_end = r.client.iter().position(|&b| b == 0).unwrap_or(NAME_MAX);
             out(format!(
                 "reg handle={} client={} core_context={} page_size={:#x} nents={}",
@@ -258,32 +320,52 @@ fn core(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<
             Ok(Some(u64::from(r.handle)))
         }
         "dereg" => {
-            let mut h = PcsimHandle { handle: handle("core dereg HANDLE")?, reserved: 0 };
-            dev.ioctl(c, PCSIM_IOC_DEREG, &mut h).map_err(os("core dereg"))?;
+            let mut h = PcsimHandle {
+                handle: handle("core dereg HANDLE")?,
+                reserved: 0,
+            };
+            dev.ioctl(c, PCSIM_IOC_DEREG, &mut h)
+                .map_err(os("core dereg"))?;
             out(format!("dereg handle={}", h.handle));
             Ok(None)
         }
         "dma-check" | "dma_check" => {
-            let mut h = PcsimHandle { handle: handle("core dma-check HANDLE")?, reserved: 0 };
-            dev.ioctl(c, PCSIM_IOC_DMA_CHECK, &mut h).map_err(os("core dma-check"))?;
+            let mut h = PcsimHandle {
+                handle: handle("core dma-check HANDLE")?,
+                reserved: 0,
+            };
+            dev.ioctl(c, PCSIM_IOC_DMA_CHECK, &mut h)
+                .map_err(os("core dma-check"))?;
             out(format!("dma_check handle={} ok", h.handle));
             Ok(None)
         }
         "query" => {
             let mut sg = vec![PcsimSge::default(); 4096];
-            let mut q = PcsimQuery { handle: handle("core query HANDLE")?, sg: sg.as_mut_ptr() as u64, sg_max: 4096, ..Default::default() };
-            dev.ioctl(c, PCSIM_IOC_QUERY, &mut q).map_err(os("core query"))?;
+            let mut q = PcsimQuery {
+                handle: handle("core query HANDLE")?,
+                sg: sg.as_mut_ptr() as u64,
+                sg_max: 4096,
+                ..Default::default()
+            };
+            dev.ioctl(c, PCSIM_IOC_QUERY, &mut q)
+                .map_err(os("core query"))?;
             let state = match q.state {
                 STATE_MAPPED => "mapped",
                 STATE_INVALIDATED => "invalidated",
                 _ => "other",
             };
-            out(format!("query handle={} state={} nents={}", q.handle, state, q.sg_count));
+            out(format!(
+                "query handle={} state={} nents={}",
+                q.handle, state, q.sg_count
+            ));
             sg.truncate(q.sg_count.min(4096) as usize);
             print_sg(q.handle, &sg, out);
             Ok(None)
         }
-        "reset" => dev.ioctl_none(c, PCSIM_IOC_RESET).map(|()| None).map_err(os("core reset")),
+        "reset" => dev
+            .ioctl_none(c, PCSIM_IOC_RESET)
+            .map(|()| None)
+            .map_err(os("core reset")),
         "stats" => stats(dev, c, None, out),
         "get" => stats(dev, c, a.first(), out),
         _ => Err(usage("core reg|dereg|dma-check|query|stats|get|reset")),
@@ -298,7 +380,11 @@ fn check(dev: &Devices, a: &[String], out: &dyn Fn(String)) -> Result<(), CmdErr
         if let Some(k) = x.strip_suffix('+') {
             want.push((k.to_string(), None, false));
         } else if let Some((k, n)) = x.split_once('=') {
-            want.push((k.to_string(), Some(num::parse(n).ok_or_else(|| usage("check KIND=N|KIND+"))?), false));
+            want.push((
+                k.to_string(),
+                Some(num::parse(n).ok_or_else(|| usage("check KIND=N|KIND+"))?),
+                false,
+            ));
         } else {
             return Err(usage("check KIND=N|KIND+ ..."));
         }
@@ -316,10 +402,17 @@ fn check(dev: &Devices, a: &[String], out: &dyn Fn(String)) -> Result<(), CmdErr
         };
         let mut total = 0;
         for line in stats.lines() {
-            let Some((k, v)) = line.strip_prefix("violation.").and_then(|l| l.split_once('=')) else { continue };
+            let Some((k, v)) = line
+                .strip_prefix("violation.")
+                .and_then(|l| l.split_once('='))
+            else {
+                continue;
+            };
             let v: u64 = v.parse().unwrap_or(u64::MAX);
             total += v;
-            let entry = want.iter_mut().find(|(w, _, _)| w == k || w.strip_prefix(sim.name()).and_then(|w| w.strip_prefix('.')) == Some(k));
+            let entry = want.iter_mut().find(|(w, _, _)| {
+                w == k || w.strip_prefix(sim.name()).and_then(|w| w.strip_prefix('.')) == Some(k)
+            });
             let ok = match entry {
                 Some((_, Some(n), seen)) => {
                     *seen = true;
@@ -347,6 +440,14 @@ fn check(dev: &Devices, a: &[String], out: &dyn Fn(String)) -> Result<(), CmdErr
         Ok(())
     } else {
         let wanted: Vec<&str> = a.iter().map(String::as_str).collect();
-        Err(CmdError::Check(format!("{} (expected: {})", failures.join(" "), if wanted.is_empty() { "none".into() } else { wanted.join(" ") })))
+        Err(CmdError::Check(format!(
+            "{} (expected: {})",
+            failures.join(" "),
+            if wanted.is_empty() {
+                "none".into()
+            } else {
+                wanted.join(" ")
+            }
+        )))
     }
 }

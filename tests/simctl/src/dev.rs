@@ -59,9 +59,13 @@ impl Devices {
         if let Some(f) = slot.as_ref() {
             return Ok(f.clone());
         }
-        let f = Arc::new(OpenOptions::new().read(true).write(true).open(sim.path()).map_err(|e| {
-            io::Error::new(e.kind(), format!("{}: {}", sim.path(), e))
-        })?);
+        let f = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(sim.path())
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {}", sim.path(), e)))?,
+        );
         *slot = Some(f.clone());
         Ok(f)
     }
@@ -73,7 +77,11 @@ impl Devices {
 
     /// Closes `sim`'s control file (once no thread uses it any more).
     pub fn close(&self, sim: Sim) {
-        let f = self.slot(sim).lock().unwrap_or_else(|e| e.into_inner()).take();
+        let f = self
+            .slot(sim)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         drop(f);
     }
 
@@ -111,7 +119,11 @@ impl Devices {
         let mut size = 64 * 1024;
         loop {
             let mut buf = vec![0u8; size];
-            let mut t = SimText { buf: buf.as_mut_ptr() as u64, size: size as u32, len: 0 };
+            let mut t = SimText {
+                buf: buf.as_mut_ptr() as u64,
+                size: size as u32,
+                len: 0,
+            };
             self.ioctl(sim, req, &mut t)?;
             if (t.len as usize) <= size {
                 buf.truncate(t.len as usize);

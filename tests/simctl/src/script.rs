@@ -53,12 +53,21 @@ pub fn parse(src: &str) -> Result<Vec<Stmt>, String> {
 
 fn is_ident(s: &str) -> bool {
     let mut c = s.chars();
-    c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_') && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
 }
 
 fn parse_stmt(text: &str) -> Result<Stmt, String> {
     let mut words: Vec<String> = text.split_whitespace().map(String::from).collect();
-    let mut s = Stmt { background: false, may_fail: false, expect_fail: None, capture: None, words: Vec::new(), text: text.to_string() };
+    let mut s = Stmt {
+        background: false,
+        may_fail: false,
+        expect_fail: None,
+        capture: None,
+        words: Vec::new(),
+        text: text.to_string(),
+    };
     while let Some(first) = words.first().cloned() {
         if first == "&" {
             s.background = true;
@@ -97,14 +106,21 @@ fn parse_stmt(text: &str) -> Result<Stmt, String> {
 
 /// Expands `$NAME`, `${NAME}`, `$NAME+N`, `$NAME-N` in a word.
 pub fn expand(word: &str, vars: &HashMap<String, u64>) -> Result<String, String> {
-    let Some(rest) = word.strip_prefix('$') else { return Ok(word.to_string()) };
+    let Some(rest) = word.strip_prefix('$') else {
+        return Ok(word.to_string());
+    };
     let (name, tail) = if let Some(r) = rest.strip_prefix('{') {
-        r.split_once('}').ok_or_else(|| format!("unterminated ${{ in {word}"))?
+        r.split_once('}')
+            .ok_or_else(|| format!("unterminated ${{ in {word}"))?
     } else {
-        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
         rest.split_at(end)
     };
-    let base = *vars.get(name).ok_or_else(|| format!("undefined variable ${name}"))?;
+    let base = *vars
+        .get(name)
+        .ok_or_else(|| format!("undefined variable ${name}"))?;
     let v = if tail.is_empty() {
         base
     } else if let Some(n) = tail.strip_prefix('+') {
@@ -159,12 +175,18 @@ fn exec(dev: &Devices, vars: &Mutex<HashMap<String, u64>>, s: &Stmt, prefix: &st
     } else {
         1
     };
-    let words = if words[0] == "repeat" { words[2..].to_vec() } else { words };
+    let words = if words[0] == "repeat" {
+        words[2..].to_vec()
+    } else {
+        words
+    };
     if words[0] == "set" {
         let (Some(name), Some(v)) = (words.get(1), words.get(2).and_then(|v| num::parse(v))) else {
             return fail("set NAME VALUE".into());
         };
-        vars.lock().unwrap_or_else(|e| e.into_inner()).insert(name.clone(), v);
+        vars.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.clone(), v);
         return true;
     }
     for _ in 0..reps {
@@ -172,18 +194,27 @@ fn exec(dev: &Devices, vars: &Mutex<HashMap<String, u64>>, s: &Stmt, prefix: &st
         match (r, s.expect_fail) {
             (Ok(v), None) => {
                 if let (Some(name), Some(v)) = (&s.capture, v) {
-                    vars.lock().unwrap_or_else(|e| e.into_inner()).insert(name.clone(), v);
+                    vars.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(name.clone(), v);
                 }
             }
             (Ok(_), Some(_)) => return fail("succeeded but was expected to fail".into()),
             (Err(e), Some(want)) => match (e.errno(), want) {
                 (Some(got), Some(w)) if got != w => {
-                    return fail(format!("failed with {} but {} was expected: {e}", errno_name(got), errno_name(w)))
+                    return fail(format!(
+                        "failed with {} but {} was expected: {e}",
+                        errno_name(got),
+                        errno_name(w)
+                    ))
                 }
                 (None, _) => return fail(e.to_string()),
                 (Some(got), _) => out(format!("expected-error {}: {}", errno_name(got), s.text)),
             },
-            (Err(e), None) if s.may_fail => out(format!("ignored-error {}: {e}", e.errno().map_or("E?", errno_name))),
+            (Err(e), None) if s.may_fail => out(format!(
+                "ignored-error {}: {e}",
+                e.errno().map_or("E?", errno_name)
+            )),
             (Err(e), None) => return fail(e.to_string()),
         }
     }
@@ -217,7 +248,12 @@ impl Runner {
 
     /// Joins every background statement; false if one failed.
     pub fn wait(&self) -> bool {
-        let handles: Vec<_> = self.bg.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        let handles: Vec<_> = self
+            .bg
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
         let mut ok = true;
         for h in handles {
             ok &= h.join().unwrap_or(false);
@@ -232,7 +268,10 @@ mod tests {
 
     #[test]
     fn statements() {
-        let s = parse("A=gpu alloc 2M fragmented:4 # c\n !EINVAL core reg $A+1 0; & core dereg 1\nwait").unwrap();
+        let s = parse(
+            "A=gpu alloc 2M fragmented:4 # c\n !EINVAL core reg $A+1 0; & core dereg 1\nwait",
+        )
+        .unwrap();
         assert_eq!(s.len(), 4);
         assert_eq!(s[0].capture.as_deref(), Some("A"));
         assert_eq!(s[0].words, ["gpu", "alloc", "2M", "fragmented:4"]);

@@ -109,9 +109,9 @@ fn load() -> CudaState {
         return CudaState::Broken(e);
     }
     let mut ver: c_int = 0;
-    // SAFETY: out-pointer to a c_int.
     let _ = check(
         "cuDriverGetVersion",
+        // SAFETY: out-pointer to a c_int.
         guarded(|| unsafe { cu::cuDriverGetVersion(&mut ver) }),
     );
     let mut n: c_int = 0;
@@ -200,9 +200,9 @@ impl GpuCtx {
 
     fn make_current(&self) -> Result<(), CudaError> {
         let ctx = self.ctx;
-        // SAFETY: a retained primary context.
         check(
             "cuCtxSetCurrent",
+            // SAFETY: a retained primary context.
             guarded(|| unsafe { cu::cuCtxSetCurrent(ctx) }),
         )
     }
@@ -268,9 +268,9 @@ impl GpuBuf {
     pub fn upload(&self, data: &[u8]) -> Result<(), CudaError> {
         self.ctx.make_current()?;
         let (p, n) = (self.ptr, data.len().min(self.size));
-        // SAFETY: n bytes from a host slice into this allocation.
         check(
             "cuMemcpyHtoD",
+            // SAFETY: n bytes from a host slice into this allocation.
             guarded(|| unsafe { cu::cuMemcpyHtoD_v2(p, data.as_ptr() as *const c_void, n) }),
         )
     }
@@ -278,9 +278,9 @@ impl GpuBuf {
     pub fn download(&self, out: &mut [u8]) -> Result<(), CudaError> {
         self.ctx.make_current()?;
         let (p, n) = (self.ptr, out.len().min(self.size));
-        // SAFETY: n bytes from this allocation into a host slice.
         check(
             "cuMemcpyDtoH",
+            // SAFETY: n bytes from this allocation into a host slice.
             guarded(|| unsafe { cu::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, p, n) }),
         )
     }

@@ -22,9 +22,8 @@ impl HostBuf {
         HostBuf { ptr, layout }
     }
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr owns layout.size() initialised bytes. The NIC may
-        // write them concurrently only while a test waits for completions,
-        // never while a slice is read.
+        // SAFETY: ptr owns layout.size() initialised bytes; the NIC writes them
+        // only while a test waits for completions, never while a slice is read.
         unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
     }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {

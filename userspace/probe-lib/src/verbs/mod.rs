@@ -319,9 +319,8 @@ impl Pd {
             call: "ibv_reg_mr",
             errno: libc::ENOSYS,
         })?;
-        // SAFETY: the kernel validates the range; the caller keeps the
-        // memory alive for as long as the Mr lives (Mr holds no borrow,
-        // the owners in memory.rs drop the Mr first).
+        // SAFETY: the kernel validates the range; the owners in memory.rs keep
+        // the memory alive longer than the Mr (they drop the Mr first).
         let mr = unsafe { (v.reg_mr)(self.ptr, addr as Ptr, len, MR_ACCESS) };
         if mr.is_null() {
             return Err(VerbsError {
@@ -453,9 +452,8 @@ impl Cq {
     /// Busy-polls until `want` successful completions arrived; returns
     /// their wr_ids.
     pub fn wait(&self, want: usize, timeout: Duration) -> Result<Vec<u64>, PollError> {
-        // SAFETY: the ibv_context starts with the device pointer, then the
-        // ops table whose poll_cq entry is a function pointer set by the
-        // provider for every context.
+        // SAFETY: ibv_context starts with the device pointer, then the ops table
+        // whose poll_cq entry every provider sets for every context.
         let poll: ffi::PollCqFn = unsafe {
             *((self.ctx.ptr() as *const u8).add(ffi::CTX_OPS + ffi::OPS_POLL_CQ)
                 as *const ffi::PollCqFn)
