@@ -16,8 +16,10 @@ fi
 
 mirror=$(debian_mirror)
 [ -n "$mirror" ] || die "no Debian mirror in /etc/apt/sources.list{,.d}: set MIRROR=http://<your mirror>/debian"
-host=$(echo "$mirror" | sed -E 's#^[a-z]+://([^/:]+).*#\1#')
+hostport=$(echo "$mirror" | sed -E 's#^[a-z]+://([^/]+).*#\1#')
+host=${hostport%%:*}
 port=80; case "$mirror" in https:*) port=443;; esac
+case "$hostport" in *:*) port=${hostport##*:};; esac
 timeout 15 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null ||
   die "no network to the Debian archive ($host:$port, from $mirror): the bench downloads trixie packages"
 
