@@ -43,27 +43,31 @@ timed chroot bash "$BENCH/chroot.sh" || fatal "chroot: building the trixie chroo
 # The cargo projects whose tests run on the host: the module's pure logic
 # (built both in the kernel and as a host crate) and the userspace workspace.
 HOST_CRATES="rust/logic userspace tests/simctl"
-run_cargo_tests() {
-  local d out rc=0 cainfo=
+run_cargo_tests() { # run_cargo_tests [--build-only CRATE...]
+  local d out rc=0 cainfo= crates=$HOST_CRATES test=yes
+  [ "${1:-}" = --build-only ] && { test=no; shift; crates=$*; }
   # cargo in the chroot reaches crates.io with the host's CA bundle (which
   # may hold a site's TLS-inspecting proxy CA that the chroot's lacks).
   if [ -f "${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}" ]; then
     cp "${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}" "$ROOT/etc/ssl/certs/bench-host-ca.crt"
     cainfo=CARGO_HTTP_CAINFO=/etc/ssl/certs/bench-host-ca.crt
   fi
-  for d in $HOST_CRATES; do
+  for d in $crates; do
     [ -f "$TOP/$d/Cargo.toml" ] || continue
     mkdir -p "$ROOT$STAGE/host/$d" "$ROOT/build/cargo-target/$d"
     rsync -a --delete --exclude=target "$TOP/$d/" "$ROOT$STAGE/host/$d/"
+    if [ $test = yes ]; then
     log "cargo test: $d"
     out=$(in_root env $cainfo CARGO_TARGET_DIR="/build/cargo-target/$d" CARGO_HOME=/root/.cargo \
           sh -c "cd $STAGE/host/$d && cargo test --locked --quiet 2>&1") || rc=1
     echo "$out" | tail -n 40
     echo "$out" | sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \3/p' > "$RESULTS/cargo-$(echo "$d" | tr / _).counts"
     if ! grep -q . "$RESULTS/cargo-$(echo "$d" | tr / _).counts"; then echo "0 1 0" > "$RESULTS/cargo-$(echo "$d" | tr / _).counts"; fi
+    fi
     # The userspace tools run in the VMs: stage their release binaries.
     if [ "$d" != rust/logic ]; then
-      in_root env $cainfo CARGO_TARGET_DIR="/build/cargo-target/$d" sh -c "cd $STAGE/host/$d && cargo build --release --quiet" ||
+      in_root env $cainfo CARGO_TARGET_DIR="/build/cargo-target/$d" CARGO_HOME=/root/.cargo \
+          sh -c "cd $STAGE/host/$d && cargo build --locked --release --quiet" ||
         { echo "cargo build --release of $d failed"; echo "0 1 0" >> "$RESULTS/cargo-$(echo "$d" | tr / _).counts"; rc=1; }
       mkdir -p "$ROOT$STAGE/bin"
       find "$ROOT/build/cargo-target/$d/release" -maxdepth 1 -type f -executable -exec cp {} "$ROOT$STAGE/bin/" \;
@@ -94,6 +98,8 @@ case $mode in
     prepare_kernel "$k" && bash "$BENCH/build.sh" "$k" || exit 1
     exec bash "$BENCH/vm.sh" "$k" shell ;;
   demo)
+    # The demo drives the simulators with simctl: build and stage it.
+    timed "simctl" run_cargo_tests --build-only tests/simctl || fatal "demo: building tests/simctl failed"
     KERNELS=${KVER:-$DEFAULT_KERNEL}; CASES=demo ;;
 esac
 # The negative controls (tests/vm/selfcheck.list), in a boot of their own:

@@ -15,7 +15,7 @@ say "cudaMalloc 4 MiB (physical pages in runs of 16), ibv_reg_mr, DMA check, cud
 sim_run 'A=gpu alloc 4M fragmented:16; H=core reg $A 4M; core dma-check $H; gpu free $A; !ESTALE core dma-check $H; core query $H; core dereg $H' ||
   bad "the demo registration failed"
 say "what the RDMA core saw"
-echo "  client: $(cat /sys/kernel/mm/memory_peers/nv_mem/version 2>/dev/null && ls /sys/kernel/mm/memory_peers/)"
+echo "  /sys/kernel/mm/memory_peers: $(ls /sys/kernel/mm/memory_peers/), version $(cat /sys/kernel/mm/memory_peers/nv_mem/version)"
 for f in num_alloc_mrs num_dealloc_mrs num_reg_bytes num_free_callbacks; do
   printf '  %-18s %s\n' $f "$(cat /sys/kernel/mm/memory_peers/nv_mem/$f)"
 done
