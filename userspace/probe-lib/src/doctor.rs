@@ -95,6 +95,7 @@ fn modules(sys: &SysState, items: &mut Vec<Item>) {
                 Status::Info,
                 format!("loaded, used by {}", lm.used_by.join(",")),
             ),
+            None if sys.is_builtin(m) => item("modules", m, Status::Info, "built into the kernel"),
             None if m == "nvidia" && !sys.gpus.is_empty() => {
                 item("modules", m, Status::Fail, "not loaded")
                     .detail("an NVIDIA GPU is on the PCI bus but nvidia.ko is not loaded")

@@ -78,6 +78,8 @@ pub struct RdmaDev {
 pub struct SysState {
     pub kernel: String,
     pub modules: Vec<LoadedModule>,
+    /// Modules built into the running kernel (`modules.builtin`).
+    pub builtin: Vec<String>,
     pub peers: Vec<PeerClient>,
     /// Whether the kernel offers ib_register_peer_memory_client (None: could not tell).
     pub peer_interface: Option<bool>,
@@ -97,6 +99,11 @@ impl SysState {
             .unwrap_or_default();
         SysState {
             modules: parse_modules(&root.read("/proc/modules").unwrap_or_default()),
+            builtin: parse_builtin(
+                &root
+                    .read(&format!("/lib/modules/{kernel}/modules.builtin"))
+                    .unwrap_or_default(),
+            ),
             peers: peer_clients(root),
             peer_interface: peer_interface(root, &kernel),
             iommu: iommu(root),
@@ -113,6 +120,11 @@ impl SysState {
 
     pub fn module(&self, name: &str) -> Option<&LoadedModule> {
         self.modules.iter().find(|m| m.name == name)
+    }
+
+    /// Whether `name` is built into the kernel (so never in /proc/modules).
+    pub fn is_builtin(&self, name: &str) -> bool {
+        self.builtin.iter().any(|m| m == name)
     }
 
     /// Peer-client modules currently loaded.
@@ -133,6 +145,14 @@ impl SysState {
         let want = bdf.to_ascii_lowercase();
         self.gpus.iter().find(|g| g.bdf == want)
     }
+}
+
+/// Module names from modules.builtin lines (`kernel/drivers/.../ib_uverbs.ko`).
+pub fn parse_builtin(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.rsplit('/').next()?.strip_suffix(".ko"))
+        .map(|n| n.replace('-', "_"))
+        .collect()
 }
 
 /// Parses /proc/modules lines: `name size refs users, state addr (flags)`.
@@ -337,5 +357,17 @@ mod tests {
         assert_eq!(p.flavour, DriverFlavour::Proprietary);
         assert_eq!(p.version, "535.183.01");
         assert!(parse_nvidia_version("garbage").is_none());
+    }
+}
+
+#[cfg(test)]
+mod builtin_tests {
+    use super::parse_builtin;
+
+    #[test]
+    fn builtin_modules_are_named_like_loaded_ones() {
+        let text = "kernel/drivers/infiniband/core/ib_uverbs.ko\nkernel/net/9p/9pnet-virtio.ko\n";
+        assert_eq!(parse_builtin(text), ["ib_uverbs", "9pnet_virtio"]);
+        assert!(parse_builtin("").is_empty());
     }
 }
