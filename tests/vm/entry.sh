@@ -35,6 +35,9 @@ if [ "${vmshell:-0}" = 1 ]; then
   poweroff_now
 fi
 
+# The boot itself must be clean: a report before the first case (KASAN,
+# lockdep, WARN...) would also leave the debug facilities off for the cases.
+run_case boot-log
 for c in ${vmcases//,/ }; do
   run_case "$c"
 done

@@ -56,6 +56,8 @@ run_case() { # run_case NAME -- run one case, print its verdict lines
   log_mark "$name"
   if [ "$name" = kmemleak ]; then
     kmemleak_case; r=$?
+  elif [ "$name" = boot-log ]; then
+    boot_log_case; r=$?
   elif [ -f "$f" ]; then
     timeout -k 10 "$CASE_TIMEOUT" bash "$f"; r=$?
     [ $r = 124 ] && echo "FAIL - case timed out after ${CASE_TIMEOUT}s"
@@ -71,6 +73,17 @@ run_case() { # run_case NAME -- run one case, print its verdict lines
   local verdict=FAIL
   case $r in 0) verdict=PASS;; 77) verdict=SKIP;; esac
   echo "VMCASE-END $name $verdict $(printf %.1f "$(echo "$(date +%s.%N) - $t0" | bc)")"
+}
+
+# The kernel log of the boot, up to the first case: no report allowed.
+boot_log_case() {
+  local reports
+  reports=$(dmesg | sed '/VMMARK boot-log$/,$d' | grep -E "$BAD_LOG_RE")
+  if [ -n "$reports" ]; then
+    echo "FAIL - the boot log shows reports:"; dmesg | grep -E -A20 "$BAD_LOG_RE" | head -n 40; return 1
+  fi
+  echo "ok   - boot log clean ($(dmesg | wc -l) lines)"
+  return 0
 }
 
 # The debug kernel's leak check, run once after all cases: two scans (an
