@@ -21,9 +21,7 @@ grep -q '^CONFIG_RUST=y' "$ROOT$K/.config" || die "$KVER has CONFIG_RUST off: it
 
 key=$(echo "$KVER $want $(debian_pkgver "$KVER")" | sha256sum | cut -c1-12)
 tarball=$CACHE/rust-meta-$KVER-$key.tar.zst
-if stamp_ok "rust-meta-$KVER-$key"; then
-  :
-elif [ ! -f "$tarball" ]; then
+if ! stamp_ok "rust-meta-$KVER-$key" && [ ! -f "$tarball" ]; then
   src=linux-source-$(kseries "$KVER"); B=/build/$src; O=/build/meta-$KVER
   log "$KVER: rebuilding the Rust metadata from $src (modules_prepare)"
   if [ ! -d "$ROOT$B" ]; then

@@ -331,6 +331,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn builtin_modules_are_named_like_loaded_ones() {
+        let text = "kernel/drivers/infiniband/core/ib_uverbs.ko\nkernel/net/9p/9pnet-virtio.ko\n";
+        assert_eq!(parse_builtin(text), ["ib_uverbs", "9pnet_virtio"]);
+        assert!(parse_builtin("").is_empty());
+    }
+
+    #[test]
     fn modules_parse() {
         let m = parse_modules(
             "nvidia 9850880 3 nvidia_peermem,peermem_rs, Live 0x0 (POE)\nib_core 1 0 - Live 0x0\n",
@@ -357,17 +364,5 @@ mod tests {
         assert_eq!(p.flavour, DriverFlavour::Proprietary);
         assert_eq!(p.version, "535.183.01");
         assert!(parse_nvidia_version("garbage").is_none());
-    }
-}
-
-#[cfg(test)]
-mod builtin_tests {
-    use super::parse_builtin;
-
-    #[test]
-    fn builtin_modules_are_named_like_loaded_ones() {
-        let text = "kernel/drivers/infiniband/core/ib_uverbs.ko\nkernel/net/9p/9pnet-virtio.ko\n";
-        assert_eq!(parse_builtin(text), ["ib_uverbs", "9pnet_virtio"]);
-        assert!(parse_builtin("").is_empty());
     }
 }
