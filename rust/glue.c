@@ -139,7 +139,7 @@ DEFINE_SHOW_ATTRIBUTE(peermem_stats_seq);
 
 int peermem_debugfs_create(void)
 {
-	struct dentry *dir = debugfs_create_dir("peermem_rs", NULL);
+	struct dentry *dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
 
 	if (IS_ERR(dir))
 		return PTR_ERR(dir);

@@ -45,7 +45,7 @@ struct scatterlist *peermem_sg_next(struct scatterlist *sg);
 void peermem_sg_set_dma(struct scatterlist *sg, u64 dma_addr, unsigned int len);
 void peermem_sg_free(struct sg_table *sgt);
 
-/* debugfs: <debugfs>/peermem_rs/stats (root only), shown by Rust. */
+/* debugfs: <debugfs>/<module name>/stats (root only), shown by Rust. */
 int peermem_debugfs_create(void);
 void peermem_debugfs_remove(void);
 void peermem_seq_write(struct seq_file *m, const char *buf, size_t len);
