@@ -20,6 +20,7 @@ use crate::bindings::{
     device, peer_memory_client_ex, seq_file, sg_table, IB_PEER_MEMORY_NAME_MAX,
     IB_PEER_MEMORY_VER_MAX, PEER_MEM_INVALIDATE_UNMAPS,
 };
+use crate::nvidia::{CallbackRan, FreeCallback, Revoked};
 use crate::sg::{DmaDevice, SgTable};
 
 /// The callbacks of a peer-memory client (struct peer_memory_client), in
@@ -39,17 +40,18 @@ pub(crate) trait PeerMemoryClient: Send + Sync + Sized + 'static {
     fn get_pages(reg: &Self::Registration, addr: u64, size: u64, core_context: u64) -> Result;
     /// DMA-map for `dev` into `sg`; returns the number of SG entries.
     fn dma_map(reg: &Self::Registration, sg: SgTable, dev: DmaDevice) -> Result<u32>;
-    /// Undo `dma_map`.
-    fn dma_unmap(reg: &Self::Registration, sg: SgTable);
+    /// Undo `dma_map` (the core is done with the SG table).
+    fn dma_unmap(reg: &Self::Registration);
     /// The core gives the pages back.
     fn put_pages(reg: &Self::Registration);
     /// The page size of the registration's memory.
     fn page_size(reg: &Self::Registration) -> u64;
     /// The core is done with the registration.
     fn release(reg: Arc<Self::Registration>);
-    /// The driver revoked the registration's memory (cudaFree).  Returns the
-    /// driver's reference to the registration if the callback now owns it.
-    fn revoke(reg: &Self::Registration) -> Option<CallbackRef<Self::Registration>>;
+    /// The driver revoked the registration's memory (cudaFree).  Completes
+    /// only through `Pins::revoke`, whose [`Revoked`] carries the callback's
+    /// reference, given back once the callback is done.
+    fn revoke(reg: &Self::Registration, ran: CallbackRan) -> Revoked<Self::Registration>;
     /// The debugfs `stats` file.
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut crate::glue::SeqWriter);
 }
@@ -129,45 +131,6 @@ impl<T: PeerMemoryClient> ClientTable<T> {
             let mut w = unsafe { crate::glue::SeqWriter::new(seq) };
             T::show_stats(client, &mut w);
         }
-    }
-}
-
-/// The free callback's reference to a registration: the `data` pointer
-/// given to the driver with a revocable pin.
-///
-/// # Invariants
-///
-/// `ptr` came from `Arc::into_raw` and owns that reference.
-pub(crate) struct CallbackRef<R> {
-    ptr: NonNull<R>,
-}
-
-// SAFETY: it is an `Arc<R>` in raw form, and `R: Send + Sync`.
-unsafe impl<R: Send + Sync> Send for CallbackRef<R> {}
-
-impl<R> CallbackRef<R> {
-    /// Turns a reference into the driver's `data` pointer.
-    pub(crate) fn new(reg: Arc<R>) -> Self {
-        // SAFETY: `Arc::into_raw` never returns null.
-        let ptr = unsafe { NonNull::new_unchecked(Arc::into_raw(reg).cast_mut()) };
-        CallbackRef { ptr }
-    }
-
-    /// The `data` pointer for the driver.
-    pub(crate) fn data(&self) -> *mut c_void {
-        self.ptr.as_ptr().cast()
-    }
-
-    /// The free callback: the C function the driver calls with `data`.
-    pub(crate) fn callback<T: PeerMemoryClient<Registration = R>>() -> crate::nvidia::FreeCallback {
-        free_callback::<T>
-    }
-}
-
-impl<R> Drop for CallbackRef<R> {
-    fn drop(&mut self) {
-        // SAFETY: by the type invariant `ptr` owns an `Arc` reference.
-        drop(unsafe { Arc::from_raw(self.ptr.as_ptr()) });
     }
 }
 
@@ -278,10 +241,9 @@ unsafe extern "C" fn dma_unmap<T: PeerMemoryClient>(
 ) -> c_int {
     // SAFETY: the caller's contract.
     let reg = unsafe { registration::<T>(client_context) };
-    if let Some(sg) = NonNull::new(sg_head) {
-        // SAFETY: the core's table, valid during this call.
-        T::dma_unmap(reg, unsafe { SgTable::new(sg) });
-    }
+    // The table is ours (the core got a copy of its header): nothing to read.
+    let _ = sg_head;
+    T::dma_unmap(reg);
     0
 }
 
@@ -322,24 +284,30 @@ unsafe extern "C" fn release<T: PeerMemoryClient>(client_context: *mut c_void) {
     T::release(unsafe { Arc::from_raw(client_context.cast::<T::Registration>()) });
 }
 
+/// The free callback of `T`'s registrations, for revocable pins.
+pub(crate) fn free_callback_of<T: PeerMemoryClient>() -> FreeCallback {
+    free_callback::<T>
+}
+
 /// The NVIDIA driver's free callback (cudaFree of pinned memory).
 ///
 /// # Safety
 ///
-/// `data` must be the `data` pointer of a live revocable pin, made by
-/// [`CallbackRef::data`]; the driver calls this at most once per pin and
-/// never after the pin was released.
+/// `data` must be the `data` of a revocable pin, made by
+/// `CallbackRef::arm` from a `CallbackRef<T::Registration>`; the driver
+/// calls this at most once per pin, and never after the pin was released.
 unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
     if data.is_null() {
         return;
     }
-    // SAFETY: `data` is a `CallbackRef` of a live pin (the caller's
-    // contract), which keeps the registration alive while we borrow it.
+    // SAFETY: `data` is the `CallbackRef` of a pin that is still armed (the
+    // caller's contract); that reference keeps the registration alive until
+    // it is given back, which needs the `Revoked` returned below.
     let reg = unsafe { &*data.cast::<T::Registration>() };
-    // If the callback owns the reference now, it is dropped last, after
-    // every use of `reg`.
-    let owned = T::revoke(reg);
-    drop(owned);
+    // SAFETY: this is the driver's free callback, and it makes one proof.
+    let ran = unsafe { CallbackRan::new() };
+    // The reference is given back last, after every use of `reg`.
+    T::revoke(reg, ran).finish();
 }
 
 /// Shows the stats (debugfs).
