@@ -14,7 +14,8 @@
     unreachable_pub,
     improper_ctypes,
     unsafe_op_in_unsafe_fn,
-    clippy::all
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
 )]
 mod generated {
     use kernel::ffi;

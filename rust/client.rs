@@ -80,11 +80,11 @@ impl<T: PeerMemoryClient> ClientTable<T> {
         let mut t = KBox::new(peer_memory_client_ex::default(), GFP_KERNEL)?;
         let c = &mut t.client;
         for (d, s) in c.name.iter_mut().zip(name.bytes()) {
-            *d = s as _;
+            *d = c_char::from_ne_bytes([s]);
         }
         let ver_max = IB_PEER_MEMORY_VER_MAX as usize;
         for (d, s) in c.version.iter_mut().take(ver_max - 2).zip(version.bytes()) {
-            *d = s as _;
+            *d = c_char::from_ne_bytes([s]);
         }
         c.acquire = Some(acquire::<T>);
         c.get_pages = Some(get_pages::<T>);

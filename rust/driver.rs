@@ -68,11 +68,11 @@ impl kernel::Module for PeermemRs {
             (None, false) => Mode::Invalidate,
         };
         let invalidation = mode == Mode::Invalidate;
-        let table =
-            ClientTable::<Client>::build(name, glue::version(), invalidation).map_err(|e| {
+        let table = ClientTable::<Client>::build(name, glue::version(), invalidation).inspect_err(
+            |_| {
                 pr_err!("peer_client_name must be 1 to 63 printable characters\n");
-                e
-            })?;
+            },
+        )?;
         // The core may call `acquire` as soon as the client is registered,
         // before `register` returns with the invalidate entry point: until
         // the client is activated below, `acquire` answers "not mine", so no
