@@ -20,7 +20,9 @@ use crate::bindings::{
     device, peer_memory_client_ex, seq_file, sg_table, IB_PEER_MEMORY_NAME_MAX,
     IB_PEER_MEMORY_VER_MAX, PEER_MEM_INVALIDATE_UNMAPS,
 };
+use crate::glue::StatsRemoved;
 use crate::nvidia::{CallbackRan, FreeCallback, Revoked};
+use crate::peer_core::Unregistered;
 use crate::sg::{DmaDevice, SgTable};
 
 /// The callbacks of a peer-memory client (struct peer_memory_client), in
@@ -108,9 +110,9 @@ impl<T: PeerMemoryClient> ClientTable<T> {
         debug_assert!(old.is_null());
     }
 
-    /// Stops serving; call only after unregistering from the core, when no
-    /// callback can run any more.
-    pub(crate) fn deactivate() -> Option<Arc<T>> {
+    /// Stops serving: the core cannot call us any more (`Unregistered`), nor
+    /// can a reader of the stats (`StatsRemoved`).
+    pub(crate) fn deactivate(_core: Unregistered, _stats: StatsRemoved) -> Option<Arc<T>> {
         let p = ACTIVE.swap(ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: a non-null `p` came from `Arc::into_raw` in `activate`,
         // and is taken back exactly once (the swap cleared it).
@@ -120,14 +122,20 @@ impl<T: PeerMemoryClient> ClientTable<T> {
     fn active<'a>() -> Option<ArcBorrow<'a, T>> {
         let p = NonNull::new(ACTIVE.load(Ordering::Acquire))?;
         // SAFETY: `p` came from `Arc::into_raw(Arc<T>)` and stays alive until
-        // `deactivate`, which runs only once the core cannot call us.
+        // `deactivate`, which needs proof that neither the core nor a stats
+        // reader can call us any more (so no borrow outlives it).
         Some(unsafe { ArcBorrow::from_raw(p.as_ptr().cast::<T>()) })
     }
 
     /// Shows the stats through the active client (debugfs).
-    fn stats(seq: NonNull<seq_file>) {
+    ///
+    /// # Safety
+    ///
+    /// `seq` must be the seq_file of a show call in progress.
+    unsafe fn stats(seq: NonNull<seq_file>) {
         if let Some(client) = Self::active() {
-            // SAFETY: `seq` is the seq_file of the show call in progress.
+            // SAFETY: `seq` is the seq_file of the show call in progress (the
+            // caller's contract).
             let mut w = unsafe { crate::glue::SeqWriter::new(seq) };
             T::show_stats(client, &mut w);
         }
@@ -318,6 +326,7 @@ unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
 #[no_mangle]
 pub(crate) unsafe extern "C" fn peermem_stats_show(m: *mut seq_file) {
     if let Some(m) = NonNull::new(m) {
-        ClientTable::<crate::registration::Client>::stats(m);
+        // SAFETY: the glue's show passes the seq_file of its call.
+        unsafe { ClientTable::<crate::registration::Client>::stats(m) };
     }
 }

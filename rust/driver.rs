@@ -4,7 +4,6 @@
 //! register the client with the RDMA core, publish the stats.
 
 use kernel::prelude::*;
-use kernel::sync::Arc;
 
 use crate::client::ClientTable;
 use crate::glue::{self, DebugFs};
@@ -118,10 +117,11 @@ impl Drop for PeermemRs {
         // may be reading the client.  Unregistering then waits until the
         // core has released every registration; only then can the
         // trampolines stop serving.
-        drop(self.debugfs.take());
-        drop(self.registration.take());
-        let client: Option<Arc<Client>> = ClientTable::<Client>::deactivate();
-        drop(client);
+        let stats = DebugFs::remove(self.debugfs.take());
+        if let Some(registration) = self.registration.take() {
+            let core = registration.unregister();
+            drop(ClientTable::<Client>::deactivate(core, stats));
+        }
         pr_info!("unloaded (live registrations: {})\n", STATS.live());
     }
 }

@@ -79,7 +79,17 @@ impl Drop for ModuleRef {
 /// `peermem_debugfs_create`).
 pub(crate) struct DebugFs(());
 
+/// Proof that the stats file is gone: nobody reads it any more.
+pub(crate) struct StatsRemoved(());
+
 impl DebugFs {
+    /// Removes the directory (if it was created); returns once no reader of
+    /// the stats file is left.
+    pub(crate) fn remove(this: Option<Self>) -> StatsRemoved {
+        drop(this);
+        StatsRemoved(())
+    }
+
     /// Creates the directory and the stats file.
     pub(crate) fn create() -> Result<Self> {
         // SAFETY: no preconditions; called once, at module load.

@@ -118,7 +118,17 @@ impl ClientRegistration {
     pub(crate) fn invalidator(&self) -> Option<Invalidator> {
         self.invalidate
     }
+
+    /// Unregisters: returns once the core released every registration of
+    /// ours and can no longer call the client.
+    pub(crate) fn unregister(self) -> Unregistered {
+        drop(self);
+        Unregistered(())
+    }
 }
+
+/// Proof that the client is unregistered: the core calls it no more.
+pub(crate) struct Unregistered(());
 
 impl Drop for ClientRegistration {
     fn drop(&mut self) {
