@@ -31,7 +31,9 @@ for kb in "$ROOT$SRC"/tests/*/Kbuild; do [ -f "$kb" ] && dirs="$dirs ${kb%/Kbuil
 symvers=; status=0
 for d in $dirs; do
   d=${d#$ROOT}
+  # The product is built through clippy (warnings fail the build, below).
   name=${d#$SRC}; name=${name#/}; name=${name:-peermem_rs}; extra=
+  [ "$d" = "$SRC" ] && extra=CLIPPY=1
   [ "$d" = "$IDSRC" ] && { name=nvidia_peermem; extra=PEERMEM_NAME=nvidia_peermem; }
   if ! in_root make -s -C "$KDIR" M="$d" $LLVM $extra KBUILD_EXTRA_SYMBOLS="$symvers" modules > "$ROOT$d/build.log" 2>&1; then
     echo "BUILD-FAIL $KVER $name"; grep -E 'error|warning' -A5 "$ROOT$d/build.log" | head -60; cat "$ROOT$d/build.log" | tail -20
