@@ -6,6 +6,7 @@ use peermem_probe::check::CheckReport;
 use peermem_probe::doctor::DoctorReport;
 use peermem_probe::pair::PairReport;
 use peermem_probe::report::{human_bytes, Status, Table};
+use peermem_probe::verdict::{Mechanism, Verdict};
 use serde::Serialize;
 
 pub fn json<T: Serialize>(r: &T) -> Result<String, String> {
@@ -49,39 +50,60 @@ fn us(v: Option<u64>) -> String {
     v.map(|u| format!("{u} us")).unwrap_or_else(|| "-".into())
 }
 
+fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    }
+}
+
 pub fn check(r: &CheckReport) -> String {
-    let mut out = headline("check", r.status, r.exit_code);
+    let mut out = format!(
+        "peermem-probe check: {} (exit {})\n",
+        r.verdict.summary, r.exit_code
+    );
     out.push_str(&format!("buffer size {}\n", human_bytes(r.size)));
     if r.host_only {
         out.push_str("CUDA: not used (--host-only)\n");
     } else if r.cuda.available {
         out.push_str(&format!(
             "CUDA: driver API {}\n",
-            r.cuda.driver_version.as_deref().unwrap_or("?")
+            r.cuda.driver_version.as_deref().unwrap_or("unknown")
         ));
         for g in &r.gpus {
             out.push_str(&format!(
-                "GPU {}: {} at {} (dma-buf {})\n",
+                "GPU {}: {} at {}: GPUDirect RDMA {}, on cuMemCreate memory {}, dma-buf {}{}{}\n",
                 g.ordinal,
                 g.name,
                 g.pci_bus_id,
-                if g.dma_buf_supported {
-                    "supported"
-                } else {
-                    "not supported"
-                }
+                yes_no(g.gpu_direct_rdma_supported),
+                yes_no(g.gpu_direct_rdma_with_vmm),
+                yes_no(Some(g.dma_buf_supported)),
+                g.flush_writes_options
+                    .as_ref()
+                    .map(|f| format!(", flush options [{}]", f.join(",")))
+                    .unwrap_or_default(),
+                g.writes_ordering
+                    .map(|o| format!(", writes ordering {o}"))
+                    .unwrap_or_default()
             ));
         }
     } else {
         out.push_str(&format!(
             "CUDA: unavailable ({})\n",
-            r.cuda.error.as_deref().unwrap_or("?")
+            r.cuda.error.as_deref().unwrap_or("unknown error")
         ));
     }
     for d in &r.rdma_devices {
+        let dmabuf = match d.dma_buf_mr_supported {
+            Some(true) => ", dma-buf MRs supported",
+            Some(false) => ", dma-buf MRs not supported",
+            None => "",
+        };
         match (&d.port, &d.error) {
             (Some(p), _) => out.push_str(&format!(
-                "RDMA {}: port {} {}{}\n",
+                "RDMA {}: port {} {}{}{dmabuf}\n",
                 d.name,
                 p.port,
                 p.link_layer,
@@ -97,11 +119,31 @@ pub fn check(r: &CheckReport) -> String {
         }
     }
     out.push('\n');
+    let mut t = Table::new(&["MECHANISM", "DEVICE", "VERDICT", "PATHS"]);
+    for m in &r.mechanisms {
+        t.row(vec![
+            m.mechanism.label().into(),
+            m.rdma_device.clone().unwrap_or_else(|| "-".into()),
+            m.verdict.word().into(),
+            format!("{}/{} passed", m.passed, m.rows),
+        ]);
+        if m.verdict != Verdict::Works {
+            if let Some(c) = &m.cause {
+                t.note(format!("cause:  {c}"));
+            }
+            if let Some(x) = &m.remedy {
+                t.note(format!("remedy: {x}"));
+            }
+        }
+    }
+    out.push_str(&t.render());
+    out.push('\n');
     let mut t = Table::new(&[
         "DEVICE",
         "GPU",
+        "MEMORY",
         "PATH",
-        "REGISTRATION",
+        "MECHANISM",
         "RESULT",
         "VERIFIED",
         "TIME",
@@ -109,10 +151,15 @@ pub fn check(r: &CheckReport) -> String {
     let mut last = Vec::new();
     for p in &r.results {
         t.row(vec![
-            p.rdma_device.clone(),
+            p.rdma_device.clone().unwrap_or_else(|| "-".into()),
             p.gpu.map(|g| g.to_string()).unwrap_or_else(|| "-".into()),
-            p.path.clone(),
-            p.registration.clone(),
+            match (p.mechanism, p.allocation) {
+                (Mechanism::Host, _) => "host".into(),
+                (_, Some(a)) => a.label().into(),
+                (_, None) => "-".into(),
+            },
+            p.path.clone().unwrap_or_else(|| "all".into()),
+            p.mechanism.label().into(),
             p.status.word().into(),
             if p.status == Status::Pass || p.verified_bytes > 0 {
                 human_bytes(p.verified_bytes)
@@ -150,7 +197,49 @@ pub fn doctor(r: &DoctorReport) -> String {
         }
     }
     out.push_str(&t.render());
+    out.push_str(&matrix(r));
     out
+}
+
+/// GPU x NIC: path type and NCCL's default GPUDirect RDMA decision.
+fn matrix(r: &DoctorReport) -> String {
+    if r.nccl.is_empty() {
+        return String::new();
+    }
+    let mut gpus: Vec<&str> = Vec::new();
+    let mut nics: Vec<&str> = Vec::new();
+    for n in &r.nccl {
+        if !gpus.contains(&n.gpu.as_str()) {
+            gpus.push(&n.gpu);
+        }
+        if !nics.contains(&n.rdma_device.as_str()) {
+            nics.push(&n.rdma_device);
+        }
+    }
+    let mut head = vec!["GPU \\ NIC"];
+    head.extend(nics.iter().copied());
+    let mut t = Table::new(&head);
+    for g in &gpus {
+        let mut row = vec![g.to_string()];
+        for nic in &nics {
+            let cell = r
+                .nccl
+                .iter()
+                .find(|n| n.gpu == *g && n.rdma_device == *nic)
+                .map(|n| match n.path_type {
+                    None => "soft (no GDR)".to_string(),
+                    Some(p) if n.gdr_by_default => format!("{} GDR", p.name()),
+                    Some(p) => format!("{} no GDR", p.name()),
+                })
+                .unwrap_or_default();
+            row.push(cell);
+        }
+        t.row(row);
+    }
+    format!(
+        "\nNCCL's GPUDirect RDMA decision (NCCL_NET_GDR_LEVEL default PXB):\n{}",
+        t.render()
+    )
 }
 
 fn f1(v: Option<f64>) -> String {
@@ -166,6 +255,7 @@ pub fn bench(r: &BenchReport) -> String {
     out.push_str(&format!(", GPU {}\n\n", r.gpu.as_deref().unwrap_or("-")));
     let mut t = Table::new(&[
         "MEMORY",
+        "REGISTRATION",
         "SIZE",
         "RESULT",
         "ITERS",
@@ -178,6 +268,7 @@ pub fn bench(r: &BenchReport) -> String {
     for x in &r.registration {
         t.row(vec![
             x.memory.into(),
+            x.registration.into(),
             human_bytes(x.size),
             x.status.word().into(),
             x.iterations.to_string(),
@@ -190,17 +281,23 @@ pub fn bench(r: &BenchReport) -> String {
     }
     out.push_str(&t.render());
     out.push('\n');
-    let mut t = Table::new(&["PATH", "SIZE", "WRITES", "RESULT", "Gbit/s"]);
+    let mut t = Table::new(&[
+        "PATH", "OP", "SIZE", "QPS", "ITERS", "RESULT", "Gbit/s", "MB/s", "Mmsg/s", "GPU/HOST",
+    ]);
     let mut last = Vec::new();
+    let f = |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
     for b in &r.bandwidth {
         t.row(vec![
             b.path.into(),
+            b.op.into(),
             human_bytes(b.size),
+            b.qps.to_string(),
             b.iterations.to_string(),
             b.status.word().into(),
-            b.gbit_per_s
-                .map(|g| format!("{g:.2}"))
-                .unwrap_or_else(|| "-".into()),
+            f(b.gbit_per_s, 2),
+            f(b.mb_per_s, 1),
+            f(b.msg_rate_mpps, 3),
+            f(b.gpu_vs_host, 2),
         ]);
         notes(&mut t, &mut last, &b.error, &None, &None);
     }
@@ -222,7 +319,7 @@ pub fn pair(r: &PairReport) -> String {
         r.memory,
         human_bytes(r.size)
     ));
-    let mut t = Table::new(&["DIRECTION", "RESULT", "VERIFIED", "TIME"]);
+    let mut t = Table::new(&["DIRECTION", "RESULT", "VERIFIED", "TIME", "Gbit/s"]);
     let mut last = Vec::new();
     for x in &r.results {
         t.row(vec![
@@ -234,6 +331,9 @@ pub fn pair(r: &PairReport) -> String {
                 "-".into()
             },
             us(x.micros),
+            x.gbit_per_s
+                .map(|g| format!("{g:.2}"))
+                .unwrap_or_else(|| "-".into()),
         ]);
         notes(&mut t, &mut last, &x.error, &x.cause, &x.remedy);
     }
