@@ -112,6 +112,10 @@ struct CheckArgs {
     /// Seconds to wait for a completion before declaring the path dead.
     #[arg(long, default_value_t = 10)]
     timeout: u64,
+    /// Test hook: one extra host->host write with a wrong rkey first (it
+    /// must FAIL with a decoded status and not poison the next path).
+    #[arg(long, hide = true)]
+    inject_bad_rkey: bool,
 }
 
 #[derive(Args, Debug)]
@@ -238,6 +242,7 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
                 },
                 timeout: Duration::from_secs(a.timeout.max(1)),
                 seed: 0x5eed_0000_0000_0001 ^ std::process::id() as u64,
+                inject_bad_rkey: a.inject_bad_rkey,
             };
             let r = check::run(&opts);
             emit(&if json {

@@ -296,7 +296,7 @@ pub fn bench(r: &BenchReport) -> String {
             b.status.word().into(),
             f(b.gbit_per_s, 2),
             f(b.mb_per_s, 1),
-            f(b.msg_rate_mpps, 3),
+            f(b.msg_rate_mpps, 6),
             f(b.gpu_vs_host, 2),
         ]);
         notes(&mut t, &mut last, &b.error, &None, &None);
@@ -377,5 +377,97 @@ impl Progress for Bar {
             b.set_message(msg.to_string());
             b.inc(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use peermem_probe::check::{CheckReport, CudaSummary, PathResult};
+    use peermem_probe::remedy::Diagnosis;
+
+    fn report(rows: Vec<PathResult>) -> CheckReport {
+        let mut r = CheckReport {
+            schema_version: 2,
+            command: "check",
+            version: "0",
+            status: Status::Pass,
+            exit_code: 0,
+            verdict: peermem_probe::verdict::overall(&[], false),
+            mechanisms: vec![],
+            host_only: false,
+            size: 1 << 20,
+            cuda: CudaSummary {
+                available: false,
+                driver_version: None,
+                error: Some("libcuda.so not found".into()),
+            },
+            gpus: vec![],
+            rdma_devices: vec![],
+            results: rows,
+        };
+        peermem_probe::check::finish(&mut r);
+        r
+    }
+
+    fn d(c: &str) -> Diagnosis {
+        Diagnosis {
+            cause: c.into(),
+            remedy: format!("fix {c}"),
+        }
+    }
+
+    #[test]
+    fn check_table_leads_with_the_verdict_per_mechanism() {
+        let mut host =
+            PathResult::new(Some("mlx5_0"), None, Mechanism::Host, 1 << 20).path("host->host");
+        host.verified_bytes = 1 << 20;
+        let mut dmabuf = PathResult::new(Some("mlx5_0"), Some(0), Mechanism::DmaBuf, 1 << 20)
+            .path("gpu->gpu")
+            .alloc(Some(peermem_probe::cuda::Allocation::CuMemCreate));
+        dmabuf.verified_bytes = 1 << 20;
+        let peer = PathResult::new(Some("mlx5_0"), Some(0), Mechanism::PeerMemory, 1 << 20)
+            .not_available(d("no interface"));
+        let t = check(&report(vec![host, peer, dmabuf]));
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "peermem-probe check: GPUDirect RDMA works via dma-buf (mlx5_0) (exit 0)"
+        );
+        assert!(
+            t.contains("\nMECHANISM    DEVICE  VERDICT        PATHS\n"),
+            "{t}"
+        );
+        assert!(t.contains("\npeer memory  mlx5_0  not available  0/1 passed\n    cause:  no interface\n    remedy: fix no interface\n"), "{t}");
+        assert!(
+            t.contains("\ndma-buf      mlx5_0  works          1/1 passed\n"),
+            "{t}"
+        );
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("mlx5_0  0    cuMemCreate  gpu->gpu    dma-buf      PASS")),
+            "{t}"
+        );
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("mlx5_0  0    -            all         peer memory  N/A")),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_failing_mechanism_alone_is_exit_1() {
+        let mut host =
+            PathResult::new(Some("rxe0"), None, Mechanism::Host, 4096).path("host->host");
+        host.verified_bytes = 4096;
+        let mut bad = PathResult::new(Some("rxe0"), Some(0), Mechanism::PeerMemory, 4096)
+            .path("host->gpu")
+            .fail(Status::Fail, "rdma write", "work request 7 completed with IBV_WC_REM_ACCESS_ERR (remote access error) (vendor_err 0x88)".into(), None, d("access"));
+        bad.vendor_err = Some(0x88);
+        let r = report(vec![host, bad]);
+        assert_eq!(r.exit_code, 1);
+        let t = check(&r);
+        assert!(t.starts_with("peermem-probe check: GPUDirect RDMA does not work: peer memory fails (access) (exit 1)\n"), "{t}");
+        assert!(t.contains("error:  rdma write: work request 7 completed with IBV_WC_REM_ACCESS_ERR (remote access error) (vendor_err 0x88)"), "{t}");
     }
 }

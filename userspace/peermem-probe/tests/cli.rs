@@ -39,12 +39,20 @@ fn doctor_exit_codes_follow_the_host() {
     ] {
         let o = doctor(tree);
         assert_eq!(o.status.code(), Some(code), "{tree}:\n{}", text(&o));
-        assert!(o.stderr.is_empty(), "{tree}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.stderr.is_empty(),
+            "{tree}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     let empty = std::env::temp_dir().join(format!("pmprobe-cli-empty-{}", std::process::id()));
     std::fs::create_dir_all(&empty).unwrap();
     let o = run(&["doctor", "--sysroot", empty.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(3), "nothing to assess: could not test");
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "nothing to assess: could not test"
+    );
     std::fs::remove_dir_all(&empty).unwrap();
 }
 
@@ -60,7 +68,12 @@ fn usage_errors_and_only_those_exit_2() {
         &["doctor", "--sysroot", "/nonexistent/pmprobe"],
     ] {
         let o = run(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     assert_eq!(run(&["--version"]).status.code(), Some(0));
 }
@@ -68,20 +81,44 @@ fn usage_errors_and_only_those_exit_2() {
 #[test]
 fn doctor_text_names_things_and_shows_the_matrix() {
     let t = text(&doctor("sockets"));
-    assert!(t.contains("NCCL's GPUDirect RDMA decision (NCCL_NET_GDR_LEVEL default PXB):"), "{t}");
-    let m: Vec<&str> = t.lines().skip_while(|l| !l.starts_with("GPU \\ NIC")).collect();
-    assert!(m[0].contains("mlx5_0") && m[0].contains("mlx5_1") && m[0].contains("rxe0"), "{m:?}");
     assert!(
-        m[1].starts_with("0000:01:00.0") && m[1].contains("SYS no GDR") && m[1].contains("NODE no GDR") && m[1].contains("soft (no GDR)"),
+        t.contains("NCCL's GPUDirect RDMA decision (NCCL_NET_GDR_LEVEL default PXB):"),
+        "{t}"
+    );
+    let m: Vec<&str> = t
+        .lines()
+        .skip_while(|l| !l.starts_with("GPU \\ NIC"))
+        .collect();
+    assert!(
+        m[0].contains("mlx5_0") && m[0].contains("mlx5_1") && m[0].contains("rxe0"),
+        "{m:?}"
+    );
+    assert!(
+        m[1].starts_with("0000:01:00.0")
+            && m[1].contains("SYS no GDR")
+            && m[1].contains("NODE no GDR")
+            && m[1].contains("soft (no GDR)"),
         "{m:?}"
     );
     let t = text(&doctor("port-down"));
-    assert!(t.lines().any(|l| l.starts_with("rdma") && l.contains("mlx5_0 port 1") && l.contains("FAIL") && l.contains("DOWN, Disabled, Ethernet")), "{t}");
+    assert!(
+        t.lines().any(|l| l.starts_with("rdma")
+            && l.contains("mlx5_0 port 1")
+            && l.contains("FAIL")
+            && l.contains("DOWN, Disabled, Ethernet")),
+        "{t}"
+    );
     assert!(t.contains("ip link set ens1f0np0 up"), "{t}");
     assert!(!t.contains("eth0"), "no invented netdev names:\n{t}");
     let t = text(&doctor("peermem-loaded"));
-    assert!(t.contains("modprobe") || t.contains("nvidia_peermem loaded"), "{t}");
-    assert!(!t.contains("modprobe peermem_rs"), "no Rust module advice without CONFIG_RUST:\n{t}");
+    assert!(
+        t.contains("modprobe") || t.contains("nvidia_peermem loaded"),
+        "{t}"
+    );
+    assert!(
+        !t.contains("modprobe peermem_rs"),
+        "no Rust module advice without CONFIG_RUST:\n{t}"
+    );
 }
 
 #[test]
@@ -111,8 +148,16 @@ fn verbose_traces_on_stderr_only() {
     // No RDMA device (or no libibverbs) in a build environment: could not test.
     if o.status.code() == Some(3) {
         let e = String::from_utf8_lossy(&o.stderr);
-        assert!(e.lines().all(|l| l.starts_with('[') || l.starts_with("peermem-probe")), "{e}");
-        assert!(text(&o).starts_with("peermem-probe check: could not test"), "{}", text(&o));
+        assert!(
+            e.lines()
+                .all(|l| l.starts_with('[') || l.starts_with("peermem-probe")),
+            "{e}"
+        );
+        assert!(
+            text(&o).starts_with("peermem-probe check: could not test"),
+            "{}",
+            text(&o)
+        );
     }
 }
 
@@ -124,7 +169,10 @@ fn check_without_rdma_devices_could_not_test() {
     if v["rdma_devices"].as_array().unwrap().is_empty() {
         assert_eq!(o.status.code(), Some(3), "{v}");
         assert_eq!(v["verdict"]["works"], false);
-        assert!(v["results"][0]["rdma_device"].is_null(), "null, not \"-\": {v}");
+        assert!(
+            v["results"][0]["rdma_device"].is_null(),
+            "null, not \"-\": {v}"
+        );
         assert_eq!(v["results"][0]["status"], "untested");
     }
 }
@@ -146,6 +194,14 @@ fn a_closed_stdout_is_quiet() {
         .stderr(Stdio::piped())
         .output()
         .unwrap();
-    assert!(o.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(o.status.code(), Some(1), "the verdict's exit code, not an error's");
+    assert!(
+        o.stderr.is_empty(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "the verdict's exit code, not an error's"
+    );
 }

@@ -36,6 +36,10 @@ pub struct CheckOptions {
     pub allocations: Vec<Allocation>,
     pub timeout: Duration,
     pub seed: u64,
+    /// Test hook: run one extra host->host write with a wrong rkey first,
+    /// to show a failed path is reported (decoded completion status) and
+    /// does not poison the next one.
+    pub inject_bad_rkey: bool,
 }
 
 /// One path's outcome: a JSON row and a table row.
@@ -401,6 +405,21 @@ fn check_device(
     let base = PathResult::new(Some(dev), None, Mechanism::Host, size).path("host->host");
     let row = match (lb.pd.reg_mr(h1.addr(), size), lb.pd.reg_mr(h2.addr(), size)) {
         (Ok(m1), Ok(m2)) => {
+            if opts.inject_bad_rkey {
+                let bad =
+                    PathResult::new(Some(dev), None, Mechanism::Host, size).path("host->host");
+                let bad = gpu::transfer_keyed(
+                    &lb,
+                    opts,
+                    bad,
+                    (&mut h1, &m1),
+                    (&mut h2, &m2),
+                    &ctx_r,
+                    1,
+                    0x5a5a,
+                );
+                report.results.push(bad);
+            }
             gpu::transfer(&lb, opts, base, (&mut h1, &m1), (&mut h2, &m2), &ctx_r, 0)
         }
         (Err(e), _) | (_, Err(e)) => base.fail(

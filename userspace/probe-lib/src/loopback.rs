@@ -82,6 +82,19 @@ fn gid_entries(root: &SysRoot, dev: &str, port: u8) -> Vec<(u32, String, String)
     out
 }
 
+/// `ibv_port_state` by name.
+pub fn port_state_name(s: u32) -> &'static str {
+    match s {
+        0 => "NOP",
+        1 => "DOWN",
+        2 => "INIT",
+        3 => "ARMED",
+        4 => "ACTIVE",
+        5 => "ACTIVE_DEFER",
+        _ => "in an unknown state",
+    }
+}
+
 /// The first active port of the device and how to address it.
 pub fn choose_port(root: &SysRoot, ctx: &Context) -> Result<PortChoice, String> {
     let mut ports: Vec<u8> = root
@@ -96,7 +109,7 @@ pub fn choose_port(root: &SysRoot, ctx: &Context) -> Result<PortChoice, String> 
     for port in ports {
         let info = ctx.query_port(port).map_err(|e| e.to_string())?;
         if info.state != ffi::PORT_ACTIVE {
-            states.push(format!("port {port} state {}", info.state));
+            states.push(format!("port {port} {}", port_state_name(info.state)));
             continue;
         }
         let eth = info.link_layer == ffi::LINK_LAYER_ETHERNET;

@@ -465,10 +465,17 @@ pub fn diagnose_pair(msg: &str) -> Diagnosis {
 /// Diagnoses a failed RDMA CM step from its message (the event names
 /// librdmacm reports, or a timeout).
 pub fn diagnose_cm(msg: &str) -> Option<Diagnosis> {
-    if msg.contains("REJECTED") {
+    // IB CM reject reason 28: consumer-defined, i.e. the server's own
+    // rdma_reject (pair's server refuses requests over its --max-size).
+    if msg.contains("REJECTED (status 28)") {
         Some(d(
-            "the peer refused the connection: nothing listens on that address and port",
-            "start `peermem-probe pair --listen` on the peer first, with the same --port",
+            "the server refused this request (pair's server refuses a --size over its --max-size)",
+            "read the server's output for its reason; use a smaller --size or start the server with a larger --max-size",
+        ))
+    } else if msg.contains("REJECTED") {
+        Some(d(
+            "the peer refused the connection: nothing listens on that address and port, or the server refused the requested --size (over its --max-size)",
+            "start `peermem-probe pair --listen` on the peer first, with the same --port; if it runs, its output says why it refused",
         ))
     } else if msg.contains("ADDR_ERROR")
         || msg.contains("ROUTE_ERROR")

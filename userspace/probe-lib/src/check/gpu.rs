@@ -246,10 +246,26 @@ pub(super) fn transfer(
     lb: &Loopback,
     opts: &CheckOptions,
     row: PathResult,
+    src: (&mut Buffer, &Mr),
+    dst: (&mut Buffer, &Mr),
+    ctx: &RCtx,
+    salt: u64,
+) -> PathResult {
+    transfer_keyed(lb, opts, row, src, dst, ctx, salt, 0)
+}
+
+/// [`transfer`] with the destination's rkey XORed by `rkey_xor` (a test
+/// hook: non-zero makes the write fail at the responder).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn transfer_keyed(
+    lb: &Loopback,
+    opts: &CheckOptions,
+    row: PathResult,
     (src, smr): (&mut Buffer, &Mr),
     (dst, dmr): (&mut Buffer, &Mr),
     ctx: &RCtx,
     salt: u64,
+    rkey_xor: u32,
 ) -> PathResult {
     let size = opts.size;
     let gpu = src.is_gpu() || dst.is_gpu();
@@ -271,12 +287,8 @@ pub(super) fn transfer(
             return row.fail(Status::Fail, "port", e.to_string(), None, d);
         }
     };
-    let t = match pairs.write_flushed(
-        (src.addr(), smr.lkey()),
-        (dst.addr(), dmr.rkey()),
-        size,
-        opts.timeout,
-    ) {
+    let dst_key = (dst.addr(), dmr.rkey() ^ rkey_xor);
+    let t = match pairs.write_flushed((src.addr(), smr.lkey()), dst_key, size, opts.timeout) {
         Ok(t) => t,
         Err(e) => {
             let mut row = row;
