@@ -213,6 +213,12 @@ fn emit(out: &str) -> Result<(), (i32, String)> {
     }
 }
 
+/// One line on stderr; a closed stderr is ignored (eprintln! would panic).
+fn say(line: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 fn internal(e: String) -> (i32, String) {
     (report::EXIT_INTERNAL, e)
 }
@@ -317,7 +323,7 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
             let r = if server {
                 // On stderr even with --json: scripts wait for this line.
                 pair::serve(&opts, &mut |addr| {
-                    eprintln!("peermem-probe pair: listening on {addr}")
+                    say(format_args!("peermem-probe pair: listening on {addr}"))
                 })
             } else {
                 pair::connect(&opts)
@@ -340,13 +346,15 @@ fn main() {
             .cloned()
             .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "unknown".into());
-        eprintln!("peermem-probe: internal error: {msg} (please report this)");
+        say(format_args!(
+            "peermem-probe: internal error: {msg} (please report this)"
+        ));
     }));
     let cli = Cli::parse();
     let code = match std::panic::catch_unwind(|| run(cli)) {
         Ok(Ok(code)) => code,
         Ok(Err((code, msg))) => {
-            eprintln!("peermem-probe: error: {msg}");
+            say(format_args!("peermem-probe: error: {msg}"));
             code
         }
         Err(_) => report::EXIT_INTERNAL,

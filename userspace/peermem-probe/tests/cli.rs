@@ -177,6 +177,42 @@ fn check_without_rdma_devices_could_not_test() {
     }
 }
 
+/// A pipe whose reader is already gone.
+fn dead_pipe() -> std::os::fd::OwnedFd {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe() fills two descriptors.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: closing our own read end.
+    unsafe { libc::close(fds[0]) };
+    use std::os::fd::FromRawFd;
+    // SAFETY: the write end is ours and handed over once.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) }
+}
+
+#[test]
+fn a_closed_stderr_changes_nothing() {
+    let o = Command::new(BIN)
+        .args(["--verbose", "doctor", "--sysroot", "/nonexistent/pmprobe"])
+        .stderr(Stdio::from(dead_pipe()))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "the usage error's code, not a panic's"
+    );
+    let o = Command::new(BIN)
+        .args(["--verbose", "check", "--host-only"])
+        .stderr(Stdio::from(dead_pipe()))
+        .output()
+        .unwrap();
+    assert_ne!(
+        o.status.code(),
+        Some(4),
+        "no internal error from a trace line"
+    );
+}
+
 #[test]
 fn a_closed_stdout_is_quiet() {
     // A pipe whose reader is gone before the tool writes: EPIPE.

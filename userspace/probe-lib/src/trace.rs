@@ -25,7 +25,13 @@ pub fn enabled() -> bool {
 /// One trace line: `[  0.012345] msg`.
 pub fn line(msg: std::fmt::Arguments) {
     if enabled() {
-        eprintln!("[{:>11.6}] {msg}", start().elapsed().as_secs_f64());
+        use std::io::Write;
+        // A closed stderr must not end the run (eprintln! would panic).
+        let _ = writeln!(
+            std::io::stderr(),
+            "[{:>11.6}] {msg}",
+            start().elapsed().as_secs_f64()
+        );
     }
 }
 
