@@ -81,6 +81,14 @@ fn size_arg(s: &str) -> Result<u64, String> {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
+enum BenchAlloc {
+    /// cuMemAlloc (perftest --use_cuda).
+    Cumemalloc,
+    /// cuMemCreate + cuMemMap (NCCL's default since 2.19).
+    Cumemcreate,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
 enum OnlyArg {
     /// ibv_reg_mr on GPU memory (needs a peer-memory client).
     Peermem,
@@ -155,6 +163,9 @@ struct BenchArgs {
     /// Register GPU memory through dma-buf (perftest --use_cuda_dmabuf).
     #[arg(long)]
     dmabuf: bool,
+    /// GPU allocation: cuMemAlloc (perftest) or cuMemCreate (NCCL).
+    #[arg(long = "alloc", value_enum, default_value = "cumemalloc")]
+    alloc: BenchAlloc,
     /// Seconds to wait for a completion.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
@@ -288,6 +299,10 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
                 bw_iters: a.bw_iters.max(1),
                 qps: a.qps as usize,
                 dmabuf: a.dmabuf,
+                alloc: match a.alloc {
+                    BenchAlloc::Cumemalloc => Allocation::CuMemAlloc,
+                    BenchAlloc::Cumemcreate => Allocation::CuMemCreate,
+                },
                 timeout: Duration::from_secs(a.timeout.max(1)),
             };
             let mut bar = render::Bar::new(json);

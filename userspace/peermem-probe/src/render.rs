@@ -252,7 +252,14 @@ pub fn bench(r: &BenchReport) -> String {
         "RDMA device {}",
         r.rdma_device.as_deref().unwrap_or("-")
     ));
-    out.push_str(&format!(", GPU {}\n\n", r.gpu.as_deref().unwrap_or("-")));
+    out.push_str(&format!(
+        ", GPU {}{}\n\n",
+        r.gpu.as_deref().unwrap_or("-"),
+        r.gpu_allocation
+            .filter(|_| r.gpu.is_some())
+            .map(|a| format!(" ({} memory)", a.label()))
+            .unwrap_or_default()
+    ));
     let mut t = Table::new(&[
         "MEMORY",
         "REGISTRATION",

@@ -28,7 +28,21 @@ pub struct BenchOptions {
     pub qps: usize,
     /// Register the GPU memory through dma-buf instead of ibv_reg_mr.
     pub dmabuf: bool,
+    /// How GPU memory is allocated.
+    pub alloc: crate::cuda::Allocation,
     pub timeout: Duration,
+}
+
+/// GPU memory as `--alloc` asks (cuMemCreate: GPUDirect-RDMA capable).
+fn gpu_alloc(
+    c: &std::rc::Rc<GpuCtx>,
+    a: crate::cuda::Allocation,
+    size: usize,
+) -> Result<crate::cuda::GpuBuf, crate::cuda::CudaError> {
+    match a {
+        crate::cuda::Allocation::CuMemAlloc => c.alloc(size),
+        crate::cuda::Allocation::CuMemCreate => c.alloc_vmm(size, true),
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +91,8 @@ pub struct BenchReport {
     pub exit_code: i32,
     pub rdma_device: Option<String>,
     pub gpu: Option<String>,
+    /// How the GPU rows' memory was allocated (None: host only).
+    pub gpu_allocation: Option<crate::cuda::Allocation>,
     pub registration: Vec<RegRow>,
     pub bandwidth: Vec<BwRow>,
 }
@@ -151,6 +167,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
         exit_code: 0,
         rdma_device: None,
         gpu: None,
+        gpu_allocation: (!o.host_only).then_some(o.alloc),
         registration: Vec::new(),
         bandwidth: Vec::new(),
     };
@@ -269,7 +286,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
                 Ok(Buffer::Host(HostBuf::new(size)))
             } else {
                 gctx.as_ref()
-                    .map(|(c, _)| c.alloc(size).map(Buffer::Gpu))
+                    .map(|(c, _)| gpu_alloc(c, o.alloc, size).map(Buffer::Gpu))
                     .expect("GPU context checked above")
             };
             let bar1 = gctx.as_ref().and_then(|(_, b)| *b);
@@ -413,8 +430,8 @@ fn bandwidth(
                 Buffer::Host(HostBuf::new(biggest)),
             ))
         } else if let Some(c) = gctx {
-            c.alloc(biggest)
-                .and_then(|a| Ok((Buffer::Gpu(a), Buffer::Gpu(c.alloc(biggest)?))))
+            gpu_alloc(c, o.alloc, biggest)
+                .and_then(|a| Ok((Buffer::Gpu(a), Buffer::Gpu(gpu_alloc(c, o.alloc, biggest)?))))
                 .map_err(|e| e.to_string())
         } else {
             Err(gpu_err.map(|(e, _)| e.clone()).unwrap_or_default())

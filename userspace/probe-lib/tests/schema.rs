@@ -192,6 +192,7 @@ fn bench_report_fields() {
         exit_code: 0,
         rdma_device: Some("rxe0".into()),
         gpu: None,
+        gpu_allocation: Some(Allocation::CuMemAlloc),
         registration: vec![RegRow {
             memory: "host",
             registration: "ibv_reg_mr",
