@@ -174,22 +174,25 @@ pub(super) fn check_gpu(
         }
     };
     for alloc in &opts.allocations {
-        let bufs = alloc_pair(&gctx, *alloc, g, size);
+        // The driver says cuMemCreate memory cannot be registered: nothing
+        // to try (NCCL then falls back or disables GPUDirect RDMA too).
+        if *alloc == Allocation::CuMemCreate && g.gpu_direct_rdma_with_vmm == Some(false) {
+            for m in &run {
+                let r = new(*m, Some(*alloc)).not_available(remedy::no_gdr_with_vmm());
+                report.results.push(r);
+            }
+            continue;
+        }
+        let bufs = alloc_pair(&gctx, *alloc, size);
         let (mut g1, mut g2) = match bufs {
             Ok(b) => b,
             Err(e) => {
                 for m in &run {
                     let r = new(*m, Some(*alloc));
-                    report.results.push(
-                        if *alloc == Allocation::CuMemCreate
-                            && g.gpu_direct_rdma_with_vmm == Some(false)
-                        {
-                            r.not_available(remedy::no_gdr_with_vmm())
-                        } else {
-                            let d = remedy::diagnose_cuda(e.code, alloc.label(), sys);
-                            r.fail(Status::Fail, e.call, e.to_string(), None, d)
-                        },
-                    );
+                    let d = remedy::diagnose_cuda(e.code, alloc.label(), sys);
+                    report
+                        .results
+                        .push(r.fail(Status::Fail, e.call, e.to_string(), None, d));
                 }
                 continue;
             }
@@ -230,12 +233,11 @@ pub(super) fn check_gpu(
 fn alloc_pair(
     gctx: &Rc<GpuCtx>,
     alloc: Allocation,
-    g: &Gpu,
     size: usize,
 ) -> Result<(Buffer, Buffer), CudaError> {
     let one = || match alloc {
         Allocation::CuMemAlloc => gctx.alloc(size),
-        Allocation::CuMemCreate => gctx.alloc_vmm(size, g.gpu_direct_rdma_with_vmm != Some(false)),
+        Allocation::CuMemCreate => gctx.alloc_vmm(size, true),
     };
     Ok((Buffer::Gpu(one()?), Buffer::Gpu(one()?)))
 }
