@@ -451,3 +451,35 @@ fn check_device(
         gpu::check_gpu(sys, opts, &lb, g, &mechs, &blocked, &mut h1, report);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture;
+
+    #[test]
+    fn availability_from_the_kernel_and_the_nic_probe() {
+        let s = SysState::gather(&fixture("dmabuf-only"));
+        assert_eq!(s.peer_interface, Some(false));
+        let a = availability(&s, "mlx5_0", Some(true));
+        let peer = a.peer.expect("no interface: peer memory not available");
+        assert!(
+            peer.cause
+                .contains("kernel 6.12.0-test has no peer-memory interface"),
+            "{peer:?}"
+        );
+        assert!(a.dmabuf.is_none(), "the NIC takes dma-buf MRs");
+        let a = availability(&s, "mlx5_0", Some(false));
+        let d = a.dmabuf.expect("NIC refuses dma-buf MRs");
+        assert!(
+            d.cause
+                .contains("mlx5_0 (driver mlx5_core) does not support dma-buf"),
+            "{d:?}"
+        );
+        // DOCA-OFED: the interface exists, nothing is ruled out up front.
+        let s = SysState::gather(&fixture("peermem-loaded"));
+        assert_eq!(s.peer_interface, Some(true));
+        let a = availability(&s, "mlx5_0", None);
+        assert!(a.peer.is_none() && a.dmabuf.is_none());
+    }
+}
