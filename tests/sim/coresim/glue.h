@@ -19,6 +19,11 @@ struct sg_table;
 /* --- module parameters --------------------------------------------------- */
 bool pcsim_glue_param_nonpci(void);
 bool pcsim_glue_param_honour_unmaps(void);
+bool pcsim_glue_param_memory_peers(void);	/* read at load */
+bool pcsim_glue_param_page_shift(void);		/* SG regime: page shift (else trim) */
+u32 pcsim_glue_param_register_hold_ms(void);
+u32 pcsim_glue_param_unregister_hold_ms(void);
+const char *pcsim_glue_param_variant(void);
 
 /* --- the core's two global mutexes (lockdep-visible) -------------------- */
 #define PCSIM_LOCK_PEERS	0	/* the peer-client mutex held around acquire */
@@ -51,7 +56,10 @@ struct pcsim_sg_ent {
 	u32 reserved;
 };
 struct sg_table *pcsim_glue_sgt_alloc(void);	/* zeroed; free with pcsim_glue_sgt_free */
-void pcsim_glue_sgt_free(struct sg_table *sgt);	/* sg_free_table + kfree */
+/* Frees the core's struct sg_table only: the list in it is the client's. */
+void pcsim_glue_sgt_free(struct sg_table *sgt);
+/* Clears the core's copy of the table (the list stays the client's). */
+void pcsim_glue_sgt_clear(struct sg_table *sgt);
 bool pcsim_glue_sgt_empty(struct sg_table *sgt);	/* never filled (or freed) */
 void pcsim_glue_sgt_counts(struct sg_table *sgt, u32 *nents, u32 *orig_nents);
 /* Entries 0..count-1 of the list (one walk), or -EINVAL if it is shorter. */
@@ -90,5 +98,6 @@ int pcsim_rs_ioctl_dma_check(void *context, struct pcsim_handle *arg);
 int pcsim_rs_ioctl_stats(void *context, struct sim_text *arg);
 int pcsim_rs_ioctl_reset(void *context);
 int pcsim_rs_ioctl_query(void *context, struct pcsim_query *arg);
+int pcsim_rs_ioctl_disassociate(void *context, struct pcsim_handle *arg);
 
 #endif /* PEERMEM_PCSIM_GLUE_H */

@@ -76,8 +76,10 @@ pub(crate) struct RegInner {
     pub(crate) nmap: u32,
     pub(crate) page_size: u64,
     pub(crate) trim: Option<Trim>,
-    /// The SG list as the HCA uses it (after the trim).
+    /// The SG list as the HCA uses it (after the trim), and the VA its
+    /// first entry starts at.
     pub(crate) hca: KVec<pcsim_sge>,
+    pub(crate) hca_start: u64,
     /// A `dma_after_free` was reported for it already.
     pub(crate) dead_reported: bool,
 }
@@ -134,6 +136,7 @@ impl Reg {
             page_size: 0,
             trim: None,
             hca: KVec::new(),
+            hca_start: 0,
             dead_reported: false,
         };
         Arc::pin_init(
