@@ -29,6 +29,8 @@ for f in ib_register_peer_memory_client ib_unregister_peer_memory_client; do
 done
 
 # --- load without the persistent API (a driver < 535) ---------------------
+# The self-test reads the core's memory_peers counters: a core that has them.
+CORE_PARAMS="memory_peers=1 honour_unmaps=1 sg_page_shift=0"
 check "load nvidia_p2p_sim and peer_core_sim (no persistent API)" sim_load --no-persistent || finish
 check "/dev/nvidia_p2p_sim and /dev/peer_core_sim exist" test -c /dev/nvidia_p2p_sim -a -c /dev/peer_core_sim
 check "/sys/kernel/mm/memory_peers exists" test -d /sys/kernel/mm/memory_peers
