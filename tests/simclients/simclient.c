@@ -512,6 +512,11 @@ static void sc_release(void *context)
 	pt = c->pt;
 	c->pt = NULL;
 	mutex_unlock(&c->lock);
+	/* The bug: the mapping the driver freed after the free callback,
+	 * unmapped late (the core calls no dma_unmap after an UNMAPS
+	 * invalidation, so this is where such a client would do it). */
+	if (is_bug(SCB_USE_AFTER_CALLBACK) && c->map && pt)
+		nvidia_p2p_dma_unmap_pages(c->peer, pt, c->map);
 	if (pt && !is_bug(SCB_PINS_AT_UNLOAD))
 		sc_unpin(c, pt);
 	sc_free_sg(c);

@@ -13,8 +13,8 @@
 check "providers + peermem_rs mode=invalidate" pm_up mode=invalidate || finish
 for site in map_prologue map_epilogue; do
   check "cudaFree in dma_map_pages' $site: ibv_reg_mr fails with EFAULT" \
-    sim_run "A=gpu alloc 2M fragmented:2; gpu hook $site 1; !EFAULT core reg \$A 2M; gpu get hook_frees; gpu get pins; gpu get mappings"
-  check "... the free ran; nothing pinned or mapped" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 1,0,0
+    sim_run "A=gpu alloc 2M fragmented:2; gpu hook $site 1; !EFAULT core reg \$A 2M; gpu get hook.$site; gpu get pins; gpu get mappings; gpu get allocations"
+  check "... the hook's free ran; nothing pinned, mapped or allocated" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 0,0,0,0
   check "... and the module keeps working" \
     sim_run 'A=gpu alloc 2M; H=core reg $A 2M; core dma-check $H; gpu free $A; !ESTALE core dma-check $H; core dereg $H'
 done

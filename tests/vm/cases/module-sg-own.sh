@@ -12,7 +12,7 @@
 # The core that honours INVALIDATE_UNMAPS (every variant but no-unmaps).
 CORE_PARAMS=honour_unmaps=1
 check "providers (core honouring INVALIDATE_UNMAPS) + peermem_rs mode=invalidate" pm_up mode=invalidate || finish
-s='S=0'
+s='echo start'
 for i in $(seq 16); do
   s="$s; A=gpu alloc 4M fragmented:2; H=core reg \$A 4M; gpu free \$A; !ESTALE core dma-check \$H; core dereg \$H"
 done
