@@ -327,7 +327,10 @@ pub(crate) fn unregister(handle: usize) {
     );
     let hold = crate::sys::param_unregister_hold_ms();
     if hold > 0 {
-        pr_info!("ib_unregister_peer_memory_client: holding {} ms before returning\n", hold);
+        pr_info!(
+            "ib_unregister_peer_memory_client: holding {} ms before returning\n",
+            hold
+        );
         crate::sys::msleep(hold);
     }
 }

@@ -178,7 +178,11 @@ fn report(t: &mut Text) -> core::fmt::Result {
     writeln!(
         t,
         "sg_regime={}",
-        if sys::param_page_shift() { "page_shift" } else { "trim" }
+        if sys::param_page_shift() {
+            "page_shift"
+        } else {
+            "trim"
+        }
     )?;
     for k in KINDS {
         writeln!(t, "violation.{}={}", k.str(), violation::count(k))?;

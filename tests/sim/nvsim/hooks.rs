@@ -155,7 +155,11 @@ pub(crate) fn fire(site: Site, owner: u32, va: u64) {
         site.name(),
         va,
         owner,
-        if finished { "finished" } else { "still running" },
+        if finished {
+            "finished"
+        } else {
+            "still running"
+        },
         job.result.load(Ordering::Relaxed)
     );
 }

@@ -86,12 +86,18 @@ impl StateGuard<'_> {
     }
 
     /// dma_map_pages, under the API lock: builds the mapping.
-    pub(crate) fn map_locked(&mut self, pro: &Prologue, peer: NonNull<pci_dev>) -> Result<DmaMapping> {
+    pub(crate) fn map_locked(
+        &mut self,
+        pro: &Prologue,
+        peer: NonNull<pci_dev>,
+    ) -> Result<DmaMapping> {
         if !self.still_live(pro) {
             // The table was freed by a cudaFree during the prologue: the
             // real driver now uses freed memory.  Not the client's doing.
             Event::MapRacedFree.count();
-            pr_info!("nvidia_p2p_dma_map_pages: the page table was freed during the call (prologue)\n");
+            pr_info!(
+                "nvidia_p2p_dma_map_pages: the page table was freed during the call (prologue)\n"
+            );
             return Err(EINVAL);
         }
         let pin = self.pins.get(pro.pin).ok_or(EINVAL)?;
@@ -119,7 +125,9 @@ impl StateGuard<'_> {
         self.forget_retired(ptr as usize);
         if !self.still_live(pro) || self.pins.get(pro.pin).is_some_and(|p| p.called) {
             Event::MapRacedFree.count();
-            pr_info!("nvidia_p2p_dma_map_pages: the allocation was freed during the call (epilogue)\n");
+            pr_info!(
+                "nvidia_p2p_dma_map_pages: the allocation was freed during the call (epilogue)\n"
+            );
             self.retire_mapping(mapping, Released::ByCallback);
             return Ok(ptr);
         }

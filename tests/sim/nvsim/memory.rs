@@ -223,7 +223,11 @@ impl Memory {
     /// How many physically contiguous runs the pages form.
     pub(crate) fn runs(&self) -> usize {
         if let Some((_, run, n)) = self.sparse {
-            return if run == 0 { usize::from(n > 0) } else { n.div_ceil(run) };
+            return if run == 0 {
+                usize::from(n > 0)
+            } else {
+                n.div_ceil(run)
+            };
         }
         let n = self.npages();
         let mut runs = 0;

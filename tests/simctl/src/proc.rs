@@ -99,13 +99,15 @@ pub fn fork_run(dev: &Devices, words: &[String], out: &dyn Fn(String)) -> Result
     if words.is_empty() {
         return Err(CmdError::Usage("fork COMMAND...".into()));
     }
-    let pid = spawn(|| match cmd::run(dev, words, &|l| out(format!("[child] {l}"))) {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("[child] simctl: {}: {e}", words.join(" "));
-            false
-        }
-    })?;
+    let pid = spawn(
+        || match cmd::run(dev, words, &|l| out(format!("[child] {l}"))) {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!("[child] simctl: {}: {e}", words.join(" "));
+                false
+            }
+        },
+    )?;
     out(format!("forked pid={pid}: {}", words.join(" ")));
     reap(pid, "fork")
 }
@@ -190,7 +192,11 @@ pub fn send_fd(dev: &Devices, sim: Sim) -> Result<(), CmdError> {
             if recvmsg(sv[1], &mut msg, 0) != 1 || cm.level != SOL_SOCKET || cm.ty != SCM_RIGHTS {
                 return false;
             }
-            println!("[receiver] got the {} control file as fd {}", sim.name(), cm.fd);
+            println!(
+                "[receiver] got the {} control file as fd {}",
+                sim.name(),
+                cm.fd
+            );
             // Wait until the sender closed its copy.
             read(sv[1], (&raw mut b).cast(), 1);
             close(cm.fd) == 0
