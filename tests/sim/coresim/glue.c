@@ -19,7 +19,10 @@
 #include <linux/dma-mapping.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <linux/uaccess.h>
@@ -72,6 +75,41 @@ MODULE_PARM_DESC(memory_peers, "1: create /sys/kernel/mm/memory_peers/<client>/ 
 static int sg_page_shift = -1;
 module_param(sg_page_shift, int, 0644);
 MODULE_PARM_DESC(sg_page_shift, "SG regime: 1: umem page shift from get_page_size, every entry page-aligned, no trims (older cores); 0: trim first/last entries (-1: from variant)");
+static bool memlock = true;
+module_param(memlock, bool, 0644);
+MODULE_PARM_DESC(memlock, "charge registrations to RLIMIT_MEMLOCK before the peer path (ENOMEM past it without CAP_IPC_LOCK), as ib_umem_get does");
+bool pcsim_glue_param_memlock(void) { return READ_ONCE(memlock); }
+
+void *pcsim_glue_memlock_charge(u64 npages, int *err)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long limit;
+	s64 pinned;
+
+	if (!mm) {
+		*err = -EFAULT;
+		return NULL;
+	}
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	pinned = atomic64_add_return(npages, &mm->pinned_vm);
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	mmgrab(mm);
+	*err = 0;
+	return mm;
+}
+
+void pcsim_glue_memlock_uncharge(void *p, u64 npages)
+{
+	struct mm_struct *mm = p;
+
+	atomic64_sub(npages, &mm->pinned_vm);
+	mmdrop(mm);
+}
+
 static unsigned int register_hold_ms;
 module_param(register_hold_ms, uint, 0644);
 MODULE_PARM_DESC(register_hold_ms, "keep ib_register_peer_memory_client from returning this long after the client is published (acquire can already be called)");

@@ -22,6 +22,7 @@ bool pcsim_glue_param_honour_unmaps(void);
 bool pcsim_glue_param_memory_peers(void);	/* read at load */
 bool pcsim_glue_param_page_shift(void);		/* SG regime: page shift (else trim) */
 u32 pcsim_glue_param_register_hold_ms(void);
+bool pcsim_glue_param_memlock(void);
 u32 pcsim_glue_param_unregister_hold_ms(void);
 const char *pcsim_glue_param_variant(void);
 
@@ -66,6 +67,12 @@ void pcsim_glue_sgt_counts(struct sg_table *sgt, u32 *nents, u32 *orig_nents);
 int pcsim_glue_sg_read(struct sg_table *sgt, u32 count, struct pcsim_sg_ent *ents);
 /* Overwrites entry idx of the list, or -EINVAL past its end. */
 int pcsim_glue_sg_set(struct sg_table *sgt, u32 idx, const struct pcsim_sg_ent *ent);
+
+/* --- RLIMIT_MEMLOCK, as ib_umem_get charges it before the peer path ------ */
+/* Charges npages to the calling process's pinned_vm: its mm (held), or
+ * NULL with *err = -ENOMEM past RLIMIT_MEMLOCK without CAP_IPC_LOCK. */
+void *pcsim_glue_memlock_charge(u64 npages, int *err);
+void pcsim_glue_memlock_uncharge(void *mm, u64 npages);
 
 /* --- the step hooks' worker ----------------------------------------------- */
 int pcsim_glue_run_async(void (*fn)(void *arg), void *arg);

@@ -73,6 +73,13 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
         return Err(EINVAL);
     }
     let owner = sys::current_tgid();
+    // ib_umem_get charges RLIMIT_MEMLOCK before it tries the peer path.
+    let pages = (align_up(va + len, PAGE_SIZE) - align_down(va, PAGE_SIZE)) / PAGE_SIZE;
+    let memlock = if sys::param_memlock() {
+        Some(sys::MemlockCharge::new(pages)?)
+    } else {
+        None
+    };
     let Some((client, ctx)) = client::acquire(va, len, req.qp_buffer) else {
         Event::NotClaimed.count();
         return Err(EFAULT);
@@ -87,6 +94,7 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
         writable: req.access & (PCSIM_ACCESS_LOCAL_WRITE | PCSIM_ACCESS_REMOTE_WRITE) != 0,
         dev,
         dereg_hook: req.hook,
+        memlock,
     };
     let reg = match Reg::new(n) {
         Ok(r) => r,

@@ -18,7 +18,7 @@ use kernel::{new_condvar, new_mutex};
 use crate::bindings::pcsim_sge;
 use crate::client::Client;
 use crate::hooks::Hook;
-use crate::sys::{DmaDevice, SgEnt, SgTable};
+use crate::sys::{DmaDevice, MemlockCharge, SgEnt, SgTable};
 
 /// Where a registration is in its life.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -102,6 +102,8 @@ pub(crate) struct Reg {
     pub(crate) sgt: SgTable,
     /// The hook to run at deregistration.
     pub(crate) dereg_hook: Hook,
+    /// The RLIMIT_MEMLOCK charge (released with the registration).
+    _memlock: Option<MemlockCharge>,
     #[pin]
     inner: Mutex<RegInner>,
     #[pin]
@@ -118,6 +120,7 @@ pub(crate) struct NewReg {
     pub(crate) writable: bool,
     pub(crate) dev: DmaDevice,
     pub(crate) dereg_hook: Hook,
+    pub(crate) memlock: Option<MemlockCharge>,
 }
 
 impl Reg {
@@ -150,6 +153,7 @@ impl Reg {
                 dev: n.dev,
                 sgt,
                 dereg_hook: n.dereg_hook,
+                _memlock: n.memlock,
                 inner <- new_mutex!(inner),
                 cv <- new_condvar!(),
             }),

@@ -79,6 +79,49 @@ pub(crate) fn param_memory_peers() -> bool {
     unsafe { b::pcsim_glue_param_memory_peers() }
 }
 
+/// `memlock`: charge registrations to RLIMIT_MEMLOCK.
+pub(crate) fn param_memlock() -> bool {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_memlock() }
+}
+
+/// A charge of pages to a process's RLIMIT_MEMLOCK (`mm->pinned_vm`).
+///
+/// # Invariants
+///
+/// `mm` came from `pcsim_glue_memlock_charge(npages)` and is uncharged
+/// once, on drop.
+pub(crate) struct MemlockCharge {
+    mm: NonNull<c_void>,
+    npages: u64,
+}
+
+// SAFETY: the mm is held (mmgrab) and may be uncharged from any task.
+unsafe impl Send for MemlockCharge {}
+// SAFETY: never accessed through a shared reference.
+unsafe impl Sync for MemlockCharge {}
+
+impl MemlockCharge {
+    /// Charges `npages` to the calling process (ENOMEM past its limit
+    /// without CAP_IPC_LOCK).
+    pub(crate) fn new(npages: u64) -> Result<Self> {
+        let mut e = 0;
+        // SAFETY: `e` is a writable int; process context.
+        let mm = unsafe { b::pcsim_glue_memlock_charge(npages, &mut e) };
+        match NonNull::new(mm) {
+            Some(mm) => Ok(Self { mm, npages }),
+            None => Err(Error::from_errno(if e < 0 { e } else { -12 })),
+        }
+    }
+}
+
+impl Drop for MemlockCharge {
+    fn drop(&mut self) {
+        // SAFETY: charged by `new`, uncharged once here (invariant).
+        unsafe { b::pcsim_glue_memlock_uncharge(self.mm.as_ptr(), self.npages) }
+    }
+}
+
 /// `register_hold_ms`.
 pub(crate) fn param_register_hold_ms() -> u32 {
     // SAFETY: reads a module parameter.

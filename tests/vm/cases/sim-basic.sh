@@ -49,6 +49,20 @@ fails_with "a second client named simclient_good is refused (NULL)" "Invalid (ar
   insmod "$MODS/simclient_bad.ko" name=simclient_good
 check "... and the core says why" grep -q "a client named 'simclient_good' is already registered" <(dmesg | tail -20)
 
+# ib_umem_get charges RLIMIT_MEMLOCK before the peer path; QP/CQ buffers
+# never reach an invalidation client.
+if command -v setpriv > /dev/null && command -v prlimit > /dev/null; then
+  check "past RLIMIT_MEMLOCK without CAP_IPC_LOCK: ENOMEM; within it: fine" \
+    prlimit --memlock=1048576 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
+      "$SIMCTL" run 'A=gpu alloc 2M; !ENOMEM core reg $A 2M; H=core reg $A 512K; core dereg $H; H=core reg $A 512K; core dereg $H'
+else
+  echo "info - no setpriv/prlimit: RLIMIT_MEMLOCK not checked"
+fi
+check "a QP/CQ buffer is not offered to an invalidation client" \
+  sim_run 'A=gpu alloc 1M; core get regs_unclaimed; !EFAULT core reg $A 1M --qp; core get regs_unclaimed'
+n=($(grep -xE '[0-9]+' <<< "$SIM_OUT"))
+check "... counted as unclaimed" test "${n[1]:-x}" = "$(( ${n[0]:-0} + 1 ))"
+
 # Layouts and the SG list the HCA sees (the client coalesces contiguous pages).
 check "contiguous 2M: one SG entry" sim_run 'A=gpu alloc 2M contiguous; H=core reg $A 2M; core dereg $H'
 has "^reg handle=1 .*nents=1$" && has "^sg handle=1 idx=0 addr=0x[0-9a-f]+ len=0x200000$" || bad "contiguous SG: $(grep ^reg <<< "$SIM_OUT")"
