@@ -133,11 +133,25 @@ if [ -z "${CASES:-}" ]; then
   CASES=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/suite.list" | paste -sd,)
 fi
 
+# The RDMA core variant each kernel's boot runs the module suite against
+# (peer_core_sim variant=, see tests/sim/README.md): spread over the matrix
+# instead of multiplying the cases.  CORE_VARIANT=... forces one.
+core_variant_for() {
+  if [ -n "${CORE_VARIANT:-}" ]; then echo "$CORE_VARIANT"; return; fi
+  case $1 in
+    7.2.*) echo mlnx-old;;          # sysfs memory_peers, page-shift SG regime
+    "$DEBUG_KERNEL") echo no-unmaps;;  # a core that ignores INVALIDATE_UNMAPS
+    *) echo current;;               # DOCA-OFED today: UNMAPS, no sysfs, trims
+  esac
+}
+
 for k in $KERNELS; do
   echo; echo "== kernel $k"
   if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; continue; fi
   if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; continue; fi
-  timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
+  echo "-- $k: core variant $(core_variant_for "$k")"
+  VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
+    timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
   if [ "$mode" = demo ]; then
     sed -nE '/^VMCASE-BEGIN demo/,/^VMCASE-END demo/p' "$RESULTS/vm-$k.out" | grep -vE '^VMCASE-'
   else

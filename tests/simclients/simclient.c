@@ -17,6 +17,11 @@
  * it with the driver's lock held); a kref so the free callback and release
  * can race; and, registered with PEER_MEM_INVALIDATE_UNMAPS, invalidation
  * from the free callback only for registrations whose dma_map completed.
+ * The SG list is the client's: it keeps its own copy of the table and
+ * frees the list in dma_unmap, or else in release (after an UNMAPS
+ * invalidation the core clears its copy and calls neither dma_unmap nor
+ * put_pages).  The free callback waits for a dma_unmap in flight (which
+ * takes no driver API lock) before returning.
  */
 #include <linux/kref.h>
 #include <linux/module.h>
@@ -27,6 +32,7 @@
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
+#include <linux/wait.h>
 #include <linux/workqueue.h>
 
 #include "nv-p2p-abi.h"
@@ -123,7 +129,24 @@ struct sc_ctx {
 	struct pci_dev *peer;
 	bool mapped;			/* dma_map done, dma_unmap not yet */
 	bool freed;			/* the free callback ran: pt and map are the driver's */
+	struct sg_table sgt;		/* our copy of the table dma_map filled */
+	bool sg_owned;			/* sgt holds a list we must free */
+	bool unmapping;			/* a dma_unmap_pages is in flight */
+	wait_queue_head_t unmap_wq;
 };
+
+/* Frees our SG list, once (dma_unmap, else release). */
+static void sc_free_sg(struct sc_ctx *c)
+{
+	bool owned;
+
+	mutex_lock(&c->lock);
+	owned = c->sg_owned;
+	c->sg_owned = false;
+	mutex_unlock(&c->lock);
+	if (owned)
+		sg_free_table(&c->sgt);
+}
 
 static void sc_ctx_free(struct kref *ref)
 {
@@ -269,6 +292,9 @@ static void sc_free_callback(void *data)
 			sc_invalidate((char *)sc_handle + 8, id);
 		sc_invalidate(sc_handle, id);
 	}
+	/* The driver frees the mapping once we return: a dma_unmap of it still
+	 * in flight must finish first (it takes no driver API lock). */
+	wait_event(c->unmap_wq, !READ_ONCE(c->unmapping));
 	kref_put(&c->ref, sc_ctx_free);
 }
 
@@ -285,6 +311,7 @@ static int sc_acquire(unsigned long addr, size_t size, void *peer_mem_private_da
 		return 0;
 	kref_init(&c->ref);
 	mutex_init(&c->lock);
+	init_waitqueue_head(&c->unmap_wq);
 	c->addr = addr;
 	c->size = size;
 	c->va = ALIGN_DOWN(addr, GPU_PAGE);
@@ -400,8 +427,12 @@ static int sc_dma_map(struct sg_table *sgt, void *context, struct device *dma_de
 		return -EINVAL;
 	}
 	ret = sc_build_sg(sgt, map, nmap);
+	if (!ret) {
+		c->sgt = *sgt;
+		c->sg_owned = true;
+	}
 	if (!ret && is_bug(SCB_DMA_MAP_DIRTY))
-		ret = -ENOMEM;	/* ... leaving the filled table behind */
+		ret = -ENOMEM;	/* ... leaving the filled table behind (freed in release) */
 	if (!ret) {
 		c->map = map;
 		c->peer = peer;
@@ -426,8 +457,10 @@ static int sc_dma_unmap(struct sg_table *sgt, void *context, struct device *dma_
 	peer = c->peer;
 	c->map = NULL;
 	c->mapped = false;
+	if (map)
+		WRITE_ONCE(c->unmapping, true);
 	mutex_unlock(&c->lock);
-	sg_free_table(sgt);
+	sc_free_sg(c);
 	if (map && !is_bug(SCB_PUT_BEFORE_UNMAP)) {
 		if (is_bug(SCB_WRONG_PEER)) {
 			other = pci_get_device(PCI_ANY_ID, PCI_ANY_ID, pci_dev_get(peer));
@@ -436,6 +469,10 @@ static int sc_dma_unmap(struct sg_table *sgt, void *context, struct device *dma_
 			pci_dev_put(other);
 		}
 		nvidia_p2p_dma_unmap_pages(peer, pt, map);
+	}
+	if (map) {
+		WRITE_ONCE(c->unmapping, false);
+		wake_up_all(&c->unmap_wq);
 	}
 	return is_bug(SCB_UNMAP_ERROR) ? -EIO : 0;
 }
@@ -475,8 +512,14 @@ static void sc_release(void *context)
 	pt = c->pt;
 	c->pt = NULL;
 	mutex_unlock(&c->lock);
+	/* The bug: the mapping the driver freed after the free callback,
+	 * unmapped late (the core calls no dma_unmap after an UNMAPS
+	 * invalidation, so this is where such a client would do it). */
+	if (is_bug(SCB_USE_AFTER_CALLBACK) && c->map && pt)
+		nvidia_p2p_dma_unmap_pages(c->peer, pt, c->map);
 	if (pt && !is_bug(SCB_PINS_AT_UNLOAD))
 		sc_unpin(c, pt);
+	sc_free_sg(c);
 	kref_put(&c->ref, sc_ctx_free);
 }
 

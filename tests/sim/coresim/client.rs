@@ -55,6 +55,9 @@ struct ClientState {
     users: u32,
     unregistering: bool,
     next_id: u32,
+    /// The highest id given so far, and whether the ids wrapped around.
+    issued_max: u32,
+    wrapped: bool,
     ids: Slots<(u32, Arc<Reg>)>,
     sysfs: Option<SysfsDir>,
 }
@@ -147,7 +150,18 @@ impl Client {
         }
         s.next_id = if id >= u32::MAX - 1 { 1 } else { id + 1 };
         s.ids.insert((id, reg))?;
+        if id > s.issued_max {
+            s.issued_max = id;
+        } else {
+            s.wrapped = true;
+        }
         Ok(id)
+    }
+
+    /// Whether the core ever gave id `core_context` (it may be released).
+    pub(crate) fn was_issued(&self, core_context: u64) -> bool {
+        let s = self.state.lock();
+        core_context != 0 && (s.wrapped || core_context <= u64::from(s.issued_max))
     }
 
     /// Releases id `id`.
@@ -245,18 +259,20 @@ pub(crate) unsafe fn register(
             flags: parsed.flags,
             invalidation,
             stats: [const { AtomicU64::new(0) }; NSTATS],
-            state <- new_mutex!(ClientState { users: 0, unregistering: false, next_id: 1, ids: Slots::new(), sysfs: None }),
+            state <- new_mutex!(ClientState { users: 0, unregistering: false, next_id: 1, issued_max: 0, wrapped: false, ids: Slots::new(), sysfs: None }),
             idle <- new_condvar!(),
         }),
         GFP_KERNEL,
     )
     .map_err(|_| "out of memory")?;
-    let name = core::ffi::CStr::from_bytes_until_nul(&c.name).map_err(|_| "bad name")?;
-    // SAFETY: the directory is removed in `unregister` before the client
-    // is dropped, so `c` outlives every read of its counters.
-    let dir = unsafe { SysfsDir::new(name, core::ptr::from_ref::<Client>(&c).cast()) }
-        .map_err(|_| "cannot create its memory_peers directory")?;
-    c.state.lock().sysfs = Some(dir);
+    if crate::sys::param_memory_peers() {
+        let name = core::ffi::CStr::from_bytes_until_nul(&c.name).map_err(|_| "bad name")?;
+        // SAFETY: the directory is removed in `unregister` before the client
+        // is dropped, so `c` outlives every read of its counters.
+        let dir = unsafe { SysfsDir::new(name, core::ptr::from_ref::<Client>(&c).cast()) }
+            .map_err(|_| "cannot create its memory_peers directory")?;
+        c.state.lock().sysfs = Some(dir);
+    }
     TABLES
         .lock()
         .add_client(c.clone())
@@ -309,6 +325,14 @@ pub(crate) fn unregister(handle: usize) {
         "peer memory client '{}' unregistered\n",
         format_args!("{}", c.name())
     );
+    let hold = crate::sys::param_unregister_hold_ms();
+    if hold > 0 {
+        pr_info!(
+            "ib_unregister_peer_memory_client: holding {} ms before returning\n",
+            hold
+        );
+        crate::sys::msleep(hold);
+    }
 }
 
 /// The handle given to a client: the address of its `Client`.
@@ -319,7 +343,8 @@ pub(crate) fn handle_of(c: &Arc<Client>) -> usize {
 /// Asks the clients, in registration order and under the global peer mutex,
 /// whether `[addr, addr + size)` is theirs; the first to say so serves it
 /// (a use is taken).  Returns it and the context its acquire produced.
-pub(crate) fn acquire(addr: u64, size: u64) -> Option<(Arc<Client>, usize)> {
+/// For a QP/CQ buffer (`qp_buffer`) invalidation clients are not asked.
+pub(crate) fn acquire(addr: u64, size: u64, qp_buffer: bool) -> Option<(Arc<Client>, usize)> {
     let peers = PEERS.lock();
     let mut last = 0;
     loop {
@@ -330,6 +355,9 @@ pub(crate) fn acquire(addr: u64, size: u64) -> Option<(Arc<Client>, usize)> {
             .min_by_key(|(_, (s, _))| *s)
             .map(|(_, (s, c))| (*s, c.clone()))?;
         last = seq;
+        if qp_buffer && c.invalidation {
+            continue;
+        }
         if !c.get_user() {
             continue;
         }

@@ -5,12 +5,13 @@
 //! deregisters everything it registered, as uverbs does at process exit.
 
 use core::fmt::Write;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 use crate::bindings::{
-    pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, sim_text, PCSIM_STATE_INVALIDATED,
-    PCSIM_STATE_MAPPED,
+    pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, sim_text, PCSIM_REG_QP_BUFFER,
+    PCSIM_STATE_INVALIDATED, PCSIM_STATE_MAPPED,
 };
 use crate::client;
 use crate::hooks::Hook;
@@ -65,7 +66,11 @@ impl Context {
             len: arg.len,
             access: arg.access,
             hook: Hook::from_uapi(arg)?,
+            qp_buffer: arg.flags & PCSIM_REG_QP_BUFFER != 0,
         };
+        if arg.flags & !PCSIM_REG_QP_BUFFER != 0 {
+            return Err(EINVAL);
+        }
         let reg = mr::register(&req, dev)?;
         let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = TABLES.lock().add_reg(RegEntry {
@@ -90,6 +95,26 @@ impl Context {
     pub(crate) fn dereg(&self, arg: &pcsim_handle) -> Result {
         let reg = TABLES.lock().take_reg(self.id, arg.handle).ok_or(ENOENT)?;
         mr::deregister(reg);
+        Ok(())
+    }
+
+    /// uverbs disassociate: a kernel worker deregisters the registration
+    /// (not the owning process); returns when it is done.
+    pub(crate) fn disassociate(&self, arg: &pcsim_handle) -> Result {
+        let reg = TABLES.lock().take_reg(self.id, arg.handle).ok_or(ENOENT)?;
+        let done = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
+        let job = KBox::new(
+            crate::entry::DeregJob {
+                reg,
+                done: done.clone(),
+            },
+            GFP_KERNEL,
+        )?;
+        crate::entry::spawn_dereg(job)?;
+        while !done.load(Ordering::Acquire) {
+            sys::msleep(2);
+        }
+        violation::Event::Disassociated.count();
         Ok(())
     }
 
@@ -147,6 +172,18 @@ fn report(t: &mut Text) -> core::fmt::Result {
         Err(_) => writeln!(t, "hca=none")?,
     }
     writeln!(t, "hca_nonpci={}", u8::from(sys::param_nonpci()))?;
+    writeln!(t, "variant={}", sys::param_variant())?;
+    writeln!(t, "honour_unmaps={}", u8::from(sys::param_honour_unmaps()))?;
+    writeln!(t, "memory_peers={}", u8::from(sys::param_memory_peers()))?;
+    writeln!(
+        t,
+        "sg_regime={}",
+        if sys::param_page_shift() {
+            "page_shift"
+        } else {
+            "trim"
+        }
+    )?;
     for k in KINDS {
         writeln!(t, "violation.{}={}", k.str(), violation::count(k))?;
     }

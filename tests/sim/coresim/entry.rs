@@ -42,6 +42,16 @@ unsafe extern "C" fn ib_register_peer_memory_client(
                 // SAFETY: non-NULL and writable (caller's contract).
                 unsafe { invalidate_callback.write(Some(pcsim_invalidate)) };
             }
+            // The client is published (acquire may be called) before this
+            // returns, so before the client can know its handle.
+            let hold = sys::param_register_hold_ms();
+            if hold > 0 {
+                pr_info!(
+                    "ib_register_peer_memory_client: client published, holding {} ms before returning\n",
+                    hold
+                );
+                sys::msleep(hold);
+            }
             client::handle_of(&c) as *mut c_void
         }
         Err(why) => {
@@ -220,6 +230,48 @@ unsafe extern "C" fn pcsim_rs_ioctl_dma_check(
 unsafe extern "C" fn pcsim_rs_ioctl_query(context: *mut c_void, arg: *mut pcsim_query) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { with_ctx(context, arg, |c, a| c.query(a)) }
+}
+
+/// `PCSIM_IOC_DISASSOCIATE`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_ioctl_disassociate(
+    context: *mut c_void,
+    arg: *mut pcsim_handle,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.disassociate(a)) }
+}
+
+/// The work-queue function of a disassociate: deregisters in a kworker.
+///
+/// # Safety
+///
+/// `arg` came from `KBox::into_raw` in `spawn_dereg` and is used once.
+unsafe extern "C" fn pcsim_dereg_job(arg: *mut c_void) {
+    // SAFETY: the caller's contract.
+    let job = unsafe { KBox::from_raw(arg.cast::<DeregJob>()) };
+    let DeregJob { reg, done } = KBox::into_inner(job);
+    mr::deregister(reg);
+    done.store(true, core::sync::atomic::Ordering::Release);
+}
+
+/// A deregistration for the work queue.
+pub(crate) struct DeregJob {
+    pub(crate) reg: Arc<crate::reg::Reg>,
+    pub(crate) done: Arc<core::sync::atomic::AtomicBool>,
+}
+
+/// Starts `job` on the core's work queue.
+pub(crate) fn spawn_dereg(job: KBox<DeregJob>) -> Result {
+    let raw = KBox::into_raw(job).cast::<c_void>();
+    sys::run_async(pcsim_dereg_job, raw).inspect_err(|_| {
+        // SAFETY: not queued, so this is the only use of `raw`.
+        drop(unsafe { KBox::from_raw(raw.cast::<DeregJob>()) });
+    })
 }
 
 /// `PCSIM_IOC_STATS`.

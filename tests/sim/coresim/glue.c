@@ -19,7 +19,10 @@
 #include <linux/dma-mapping.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <linux/uaccess.h>
@@ -46,11 +49,105 @@ module_param(hca_nonpci, bool, 0644);
 MODULE_PARM_DESC(hca_nonpci, "pass a non-PCI struct device as dma_device to new registrations");
 
 bool pcsim_glue_param_nonpci(void) { return READ_ONCE(hca_nonpci); }
-static bool honour_unmaps = true;
-module_param(honour_unmaps, bool, 0644);
+
+/*
+ * Where real cores differ (shared/facts/peer-memory-core.md), one knob
+ * each; `variant` presets them, a knob given explicitly wins (-1: from the
+ * variant):
+ *   current    DOCA-OFED / NVIDIA kernels today: honours
+ *              PEER_MEM_INVALIDATE_UNMAPS, no memory_peers sysfs, trims the
+ *              first/last SG entries;
+ *   mlnx-old   older MLNX_OFED: memory_peers sysfs, the umem page shift
+ *              taken from get_page_size (no trims);
+ *   no-unmaps  a core that ignores PEER_MEM_INVALIDATE_UNMAPS (calls
+ *              dma_unmap/put_pages from inside invalidate).
+ */
+static char *variant = "current";
+module_param(variant, charp, 0444);
+MODULE_PARM_DESC(variant, "core variant: current (default), mlnx-old, no-unmaps");
+static int honour_unmaps = -1;
+module_param(honour_unmaps, int, 0644);
 MODULE_PARM_DESC(honour_unmaps,
-	"honour PEER_MEM_INVALIDATE_UNMAPS (default); 0: behave as a core that ignores it and calls dma_unmap/put_pages from inside invalidate");
-bool pcsim_glue_param_honour_unmaps(void) { return READ_ONCE(honour_unmaps); }
+	"1: honour PEER_MEM_INVALIDATE_UNMAPS; 0: behave as a core that ignores it and calls dma_unmap/put_pages from inside invalidate (-1: from variant)");
+static int memory_peers = -1;
+module_param(memory_peers, int, 0444);
+MODULE_PARM_DESC(memory_peers, "1: create /sys/kernel/mm/memory_peers/<client>/ (older cores); 0: none (current cores) (-1: from variant)");
+static int sg_page_shift = -1;
+module_param(sg_page_shift, int, 0644);
+MODULE_PARM_DESC(sg_page_shift, "SG regime: 1: umem page shift from get_page_size, every entry page-aligned, no trims (older cores); 0: trim first/last entries (-1: from variant)");
+static bool memlock = true;
+module_param(memlock, bool, 0644);
+MODULE_PARM_DESC(memlock, "charge registrations to RLIMIT_MEMLOCK before the peer path (ENOMEM past it without CAP_IPC_LOCK), as ib_umem_get does");
+bool pcsim_glue_param_memlock(void) { return READ_ONCE(memlock); }
+
+void *pcsim_glue_memlock_charge(u64 npages, int *err)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long limit;
+	s64 pinned;
+
+	if (!mm) {
+		*err = -EFAULT;
+		return NULL;
+	}
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	pinned = atomic64_add_return(npages, &mm->pinned_vm);
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	mmgrab(mm);
+	*err = 0;
+	return mm;
+}
+
+void pcsim_glue_memlock_uncharge(void *p, u64 npages)
+{
+	struct mm_struct *mm = p;
+
+	atomic64_sub(npages, &mm->pinned_vm);
+	mmdrop(mm);
+}
+
+static unsigned int register_hold_ms;
+module_param(register_hold_ms, uint, 0644);
+MODULE_PARM_DESC(register_hold_ms, "keep ib_register_peer_memory_client from returning this long after the client is published (acquire can already be called)");
+static unsigned int unregister_hold_ms;
+module_param(unregister_hold_ms, uint, 0644);
+MODULE_PARM_DESC(unregister_hold_ms, "keep ib_unregister_peer_memory_client from returning this long after the client is gone");
+
+bool pcsim_glue_param_honour_unmaps(void) { return READ_ONCE(honour_unmaps) > 0; }
+bool pcsim_glue_param_memory_peers(void) { return READ_ONCE(memory_peers) > 0; }
+bool pcsim_glue_param_page_shift(void) { return READ_ONCE(sg_page_shift) > 0; }
+u32 pcsim_glue_param_register_hold_ms(void) { return READ_ONCE(register_hold_ms); }
+u32 pcsim_glue_param_unregister_hold_ms(void) { return READ_ONCE(unregister_hold_ms); }
+const char *pcsim_glue_param_variant(void) { return variant; }
+
+static int pcsim_apply_variant(void)
+{
+	static const struct { const char *name; int unmaps, sysfs, page_shift; } v[] = {
+		{ "current", 1, 0, 0 },
+		{ "mlnx-old", 1, 1, 1 },
+		{ "no-unmaps", 0, 0, 0 },
+	};
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(v); i++) {
+		if (!variant || !sysfs_streq(variant, v[i].name))
+			continue;
+		if (honour_unmaps < 0)
+			honour_unmaps = v[i].unmaps;
+		if (memory_peers < 0)
+			memory_peers = v[i].sysfs;
+		if (sg_page_shift < 0)
+			sg_page_shift = v[i].page_shift;
+		return 0;
+	}
+	pr_err("peer_core_sim: unknown variant '%s' (current, mlnx-old, no-unmaps)\n",
+	       variant ? variant : "");
+	return -EINVAL;
+}
 
 /* --- locks ------------------------------------------------------------------ */
 static DEFINE_MUTEX(peer_core_sim_peer_lock);
@@ -122,11 +219,8 @@ const char *pcsim_glue_dev_name(struct device *dev) { return dev_name(dev); }
 
 /* --- SG tables ----------------------------------------------------------- */
 struct sg_table *pcsim_glue_sgt_alloc(void) { return kzalloc(sizeof(struct sg_table), GFP_KERNEL); }
-void pcsim_glue_sgt_free(struct sg_table *sgt)
-{
-	sg_free_table(sgt);
-	kfree(sgt);
-}
+void pcsim_glue_sgt_free(struct sg_table *sgt) { kfree(sgt); }
+void pcsim_glue_sgt_clear(struct sg_table *sgt) { memset(sgt, 0, sizeof(*sgt)); }
 bool pcsim_glue_sgt_empty(struct sg_table *sgt)
 {
 	return !sgt->sgl && !sgt->nents && !sgt->orig_nents;
@@ -274,8 +368,11 @@ static const struct kobj_type pcsim_peer_ktype = {
 
 void *pcsim_glue_sysfs_add(const char *name, const void *client)
 {
-	struct pcsim_peer_dir *dir = kzalloc(sizeof(*dir), GFP_KERNEL);
+	struct pcsim_peer_dir *dir;
 
+	if (!memory_peers_kobj)
+		return NULL;
+	dir = kzalloc(sizeof(*dir), GFP_KERNEL);
 	if (!dir)
 		return NULL;
 	dir->client = client;
@@ -331,6 +428,7 @@ static long pcsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case PCSIM_IOC_STATS: ret = pcsim_rs_ioctl_stats(ctx, &u.text); break;
 	case PCSIM_IOC_RESET: ret = pcsim_rs_ioctl_reset(ctx); break;
 	case PCSIM_IOC_QUERY: ret = pcsim_rs_ioctl_query(ctx, &u.query); break;
+	case PCSIM_IOC_DISASSOCIATE: ret = pcsim_rs_ioctl_disassociate(ctx, &u.handle); break;
 	default: return -ENOTTY;
 	}
 	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd)))
@@ -372,18 +470,24 @@ static struct kobject *pcsim_mm_kobj(void)
 
 int pcsim_glue_init(void)
 {
-	struct kobject *mm = pcsim_mm_kobj();
+	struct kobject *mm;
 	int ret;
 
-	if (!mm) {
-		pr_err("peer_core_sim: /sys/kernel/mm not found\n");
-		return -ENOENT;
-	}
-	memory_peers_kobj = kobject_create_and_add("memory_peers", mm);
-	kobject_put(mm);
-	if (!memory_peers_kobj) {
-		pr_err("peer_core_sim: cannot create /sys/kernel/mm/memory_peers (another peer-memory core loaded?)\n");
-		return -EEXIST;
+	ret = pcsim_apply_variant();
+	if (ret)
+		return ret;
+	if (memory_peers > 0) {
+		mm = pcsim_mm_kobj();
+		if (!mm) {
+			pr_err("peer_core_sim: /sys/kernel/mm not found\n");
+			return -ENOENT;
+		}
+		memory_peers_kobj = kobject_create_and_add("memory_peers", mm);
+		kobject_put(mm);
+		if (!memory_peers_kobj) {
+			pr_err("peer_core_sim: cannot create /sys/kernel/mm/memory_peers (another peer-memory core loaded?)\n");
+			return -EEXIST;
+		}
 	}
 	pcsim_wq = alloc_workqueue("peer_core_sim", WQ_UNBOUND, 0);
 	if (!pcsim_wq) {
@@ -398,6 +502,7 @@ destroy_wq:
 	destroy_workqueue(pcsim_wq);
 put_kobj:
 	kobject_put(memory_peers_kobj);
+	memory_peers_kobj = NULL;
 	return ret;
 }
 
@@ -406,4 +511,5 @@ void pcsim_glue_exit(void)
 	misc_deregister(&pcsim_misc);
 	destroy_workqueue(pcsim_wq);
 	kobject_put(memory_peers_kobj);
+	memory_peers_kobj = NULL;
 }

@@ -19,6 +19,12 @@ struct sg_table;
 /* --- module parameters --------------------------------------------------- */
 bool pcsim_glue_param_nonpci(void);
 bool pcsim_glue_param_honour_unmaps(void);
+bool pcsim_glue_param_memory_peers(void);	/* read at load */
+bool pcsim_glue_param_page_shift(void);		/* SG regime: page shift (else trim) */
+u32 pcsim_glue_param_register_hold_ms(void);
+bool pcsim_glue_param_memlock(void);
+u32 pcsim_glue_param_unregister_hold_ms(void);
+const char *pcsim_glue_param_variant(void);
 
 /* --- the core's two global mutexes (lockdep-visible) -------------------- */
 #define PCSIM_LOCK_PEERS	0	/* the peer-client mutex held around acquire */
@@ -51,13 +57,22 @@ struct pcsim_sg_ent {
 	u32 reserved;
 };
 struct sg_table *pcsim_glue_sgt_alloc(void);	/* zeroed; free with pcsim_glue_sgt_free */
-void pcsim_glue_sgt_free(struct sg_table *sgt);	/* sg_free_table + kfree */
+/* Frees the core's struct sg_table only: the list in it is the client's. */
+void pcsim_glue_sgt_free(struct sg_table *sgt);
+/* Clears the core's copy of the table (the list stays the client's). */
+void pcsim_glue_sgt_clear(struct sg_table *sgt);
 bool pcsim_glue_sgt_empty(struct sg_table *sgt);	/* never filled (or freed) */
 void pcsim_glue_sgt_counts(struct sg_table *sgt, u32 *nents, u32 *orig_nents);
 /* Entries 0..count-1 of the list (one walk), or -EINVAL if it is shorter. */
 int pcsim_glue_sg_read(struct sg_table *sgt, u32 count, struct pcsim_sg_ent *ents);
 /* Overwrites entry idx of the list, or -EINVAL past its end. */
 int pcsim_glue_sg_set(struct sg_table *sgt, u32 idx, const struct pcsim_sg_ent *ent);
+
+/* --- RLIMIT_MEMLOCK, as ib_umem_get charges it before the peer path ------ */
+/* Charges npages to the calling process's pinned_vm: its mm (held), or
+ * NULL with *err = -ENOMEM past RLIMIT_MEMLOCK without CAP_IPC_LOCK. */
+void *pcsim_glue_memlock_charge(u64 npages, int *err);
+void pcsim_glue_memlock_uncharge(void *mm, u64 npages);
 
 /* --- the step hooks' worker ----------------------------------------------- */
 int pcsim_glue_run_async(void (*fn)(void *arg), void *arg);
@@ -90,5 +105,6 @@ int pcsim_rs_ioctl_dma_check(void *context, struct pcsim_handle *arg);
 int pcsim_rs_ioctl_stats(void *context, struct sim_text *arg);
 int pcsim_rs_ioctl_reset(void *context);
 int pcsim_rs_ioctl_query(void *context, struct pcsim_query *arg);
+int pcsim_rs_ioctl_disassociate(void *context, struct pcsim_handle *arg);
 
 #endif /* PEERMEM_PCSIM_GLUE_H */

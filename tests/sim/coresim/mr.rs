@@ -20,7 +20,7 @@ use crate::bindings::{
 use crate::client::{self, Client};
 use crate::hooks::{self, Hook};
 use crate::reg::{NewReg, Reg, State, Trim};
-use crate::sys::{self, errno, DmaDevice, NvSim};
+use crate::sys::{self, errno, DmaDevice, NvSim, SgEnt};
 use crate::tables::TABLES;
 use crate::violation::{self, Event, Kind};
 
@@ -45,6 +45,8 @@ pub(crate) struct Request {
     pub(crate) len: u64,
     pub(crate) access: u32,
     pub(crate) hook: Hook,
+    /// A QP/CQ buffer (invalidation clients are not asked), not an MR.
+    pub(crate) qp_buffer: bool,
 }
 
 /// The error a client callback's return value stands for.
@@ -71,7 +73,14 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
         return Err(EINVAL);
     }
     let owner = sys::current_tgid();
-    let Some((client, ctx)) = client::acquire(va, len) else {
+    // ib_umem_get charges RLIMIT_MEMLOCK before it tries the peer path.
+    let pages = (align_up(va + len, PAGE_SIZE) - align_down(va, PAGE_SIZE)) / PAGE_SIZE;
+    let memlock = if sys::param_memlock() {
+        Some(sys::MemlockCharge::new(pages)?)
+    } else {
+        None
+    };
+    let Some((client, ctx)) = client::acquire(va, len, req.qp_buffer) else {
         Event::NotClaimed.count();
         return Err(EFAULT);
     };
@@ -85,6 +94,7 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
         writable: req.access & (PCSIM_ACCESS_LOCAL_WRITE | PCSIM_ACCESS_REMOTE_WRITE) != 0,
         dev,
         dereg_hook: req.hook,
+        memlock,
     };
     let reg = match Reg::new(n) {
         Ok(r) => r,
@@ -106,7 +116,8 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
     match map(&reg, req) {
         Ok(()) => {
             client.stat_add(PCSIM_ATTR_NUM_ALLOC_MRS, 1);
-            client.stat_add(PCSIM_ATTR_NUM_REG_PAGES, pages(&reg));
+            // The real counter counts SG entries, not pages.
+            client.stat_add(PCSIM_ATTR_NUM_REG_PAGES, u64::from(reg.with(|i| i.nmap)));
             client.stat_add(PCSIM_ATTR_NUM_REG_BYTES, len);
             Event::RegOk.count();
             reg.unlock_mapping();
@@ -118,11 +129,6 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
             Err(e)
         }
     }
-}
-
-/// The PAGE_SIZE pages of a registration.
-fn pages(reg: &Reg) -> u64 {
-    (align_up(reg.va + reg.len, PAGE_SIZE) - align_down(reg.va, PAGE_SIZE)) / PAGE_SIZE
 }
 
 /// get_pages, dma_map, get_page_size and the SG checks (mapping lock held).
@@ -216,6 +222,9 @@ fn check_and_trim(reg: &Reg, nmap: i32, ps: u64) -> Result {
         );
         return Err(EINVAL);
     }
+    if sys::param_page_shift() {
+        return page_shift(reg, &ents, n, ps);
+    }
     let first_trim = align_down(reg.va, PAGE_SIZE) - start;
     let last_trim = end - align_up(reg.va + reg.len, PAGE_SIZE);
     let (Some(&first), Some(&last)) = (ents.first(), ents.last()) else {
@@ -274,6 +283,49 @@ fn check_and_trim(reg: &Reg, nmap: i32, ps: u64) -> Result {
             first,
             last,
         });
+        i.hca_start = align_down(reg.va, PAGE_SIZE);
+        i.hca = hca;
+    });
+    Ok(())
+}
+
+/// The older cores' regime: the umem page shift is the client's page size,
+/// nothing is trimmed, and every entry must start and end on that page size
+/// (the HCA maps the whole pages, from the aligned start).
+fn page_shift(reg: &Reg, ents: &[SgEnt], n: u32, ps: u64) -> Result {
+    if let Some((i, e)) = ents
+        .iter()
+        .enumerate()
+        .find(|(_, e)| e.dma_address % ps != 0 || u64::from(e.dma_length) % ps != 0)
+    {
+        violation::report(
+            Kind::SgUnaligned,
+            format_args!(
+                "'{}' SG entry {} [{:#x}, +{:#x}) is not aligned to the page size {:#x} (page-shift regime)",
+                reg.client.name(),
+                i,
+                e.dma_address,
+                e.dma_length,
+                ps
+            ),
+        );
+        return Err(EINVAL);
+    }
+    let mut hca = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+    for e in ents {
+        hca.push(
+            pcsim_sge {
+                addr: e.dma_address,
+                len: u64::from(e.dma_length),
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    reg.with(|i| {
+        i.nmap = n;
+        i.page_size = ps;
+        i.trim = None;
+        i.hca_start = align_down(reg.va, ps);
         i.hca = hca;
     });
     Ok(())
@@ -352,7 +404,7 @@ pub(crate) fn deregister(reg: Arc<Reg>) {
     }
     let c = &reg.client;
     c.stat_add(PCSIM_ATTR_NUM_DEALLOC_MRS, 1);
-    c.stat_add(PCSIM_ATTR_NUM_DEREG_PAGES, pages(&reg));
+    c.stat_add(PCSIM_ATTR_NUM_DEREG_PAGES, u64::from(reg.with(|i| i.nmap)));
     c.stat_add(PCSIM_ATTR_NUM_DEREG_BYTES, reg.len);
     finish(&reg);
     Event::Dereg.count();
@@ -373,15 +425,22 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
         return Err(EINVAL);
     };
     let Some(reg) = c.lookup_id(core_context) else {
-        violation::report(
-            Kind::InvalidateUnknownId,
-            format_args!(
-                "'{}' invalidate with core_context {} the core did not give (or released)",
-                c.name(),
-                core_context
-            ),
-        );
-        return Err(EINVAL);
+        // The real core answers 0 either way.  An id it gave earlier and
+        // released since is the client's documented race with
+        // deregistration; an id it never gave is a client bug.
+        if c.was_issued(core_context) {
+            Event::InvalidateStale.count();
+        } else {
+            violation::report(
+                Kind::InvalidateUnknownId,
+                format_args!(
+                    "'{}' invalidate with core_context {} the core never gave",
+                    c.name(),
+                    core_context
+                ),
+            );
+        }
+        return Ok(());
     };
     if reg.lock_mapping(true) {
         Event::InvalidateWaited.count();
@@ -391,7 +450,19 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
             reg.with(|i| i.state = State::Invalidated);
             Event::Invalidated.count();
             c.stat_add(PCSIM_ATTR_NUM_FREE_CALLBACKS, 1);
-            if !c.unmaps() {
+            if c.unmaps() {
+                // MAPPED -> INVALIDATED: the trims are undone and the core
+                // clears its copy of the table without calling dma_unmap;
+                // deregistration later calls neither dma_unmap nor
+                // put_pages, only release.  The SG list and the pin are the
+                // client's (and the GPU driver's) to free.
+                restore_trim(&reg);
+                reg.sgt.clear();
+                reg.with(|i| {
+                    i.mapped = false;
+                    i.pinned = false;
+                });
+            } else {
                 teardown(&reg);
             }
         }
@@ -451,7 +522,7 @@ fn check_live(nv: &NvSim, reg: &Reg, when: &str) -> bool {
 fn post_checks(reg: &Reg) {
     let Some(nv) = NvSim::get() else { return };
     let Ok(r) = ranges(reg) else { return };
-    let mut v = align_down(reg.va, PAGE_SIZE);
+    let mut v = reg.with(|i| i.hca_start);
     'entries: for e in r.iter() {
         let mut off = 0;
         while off < e.len {

@@ -42,8 +42,12 @@ impl kernel::Module for PeerCoreSim {
         let hca = t.dma_device().map(|d| d.name()).unwrap_or("none");
         drop(t);
         pr_info!(
-            "simulated RDMA core ready: /dev/peer_core_sim, HCA {}\n",
-            hca
+            "simulated RDMA core ready: /dev/peer_core_sim, HCA {}, variant {} (honour_unmaps={} memory_peers={} sg_regime={})\n",
+            hca,
+            sys::param_variant(),
+            u8::from(sys::param_honour_unmaps()),
+            u8::from(sys::param_memory_peers()),
+            if sys::param_page_shift() { "page_shift" } else { "trim" }
         );
         Ok(PeerCoreSim)
     }

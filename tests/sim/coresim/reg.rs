@@ -18,7 +18,7 @@ use kernel::{new_condvar, new_mutex};
 use crate::bindings::pcsim_sge;
 use crate::client::Client;
 use crate::hooks::Hook;
-use crate::sys::{DmaDevice, SgEnt, SgTable};
+use crate::sys::{DmaDevice, MemlockCharge, SgEnt, SgTable};
 
 /// Where a registration is in its life.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -76,8 +76,10 @@ pub(crate) struct RegInner {
     pub(crate) nmap: u32,
     pub(crate) page_size: u64,
     pub(crate) trim: Option<Trim>,
-    /// The SG list as the HCA uses it (after the trim).
+    /// The SG list as the HCA uses it (after the trim), and the VA its
+    /// first entry starts at.
     pub(crate) hca: KVec<pcsim_sge>,
+    pub(crate) hca_start: u64,
     /// A `dma_after_free` was reported for it already.
     pub(crate) dead_reported: bool,
 }
@@ -100,6 +102,8 @@ pub(crate) struct Reg {
     pub(crate) sgt: SgTable,
     /// The hook to run at deregistration.
     pub(crate) dereg_hook: Hook,
+    /// The RLIMIT_MEMLOCK charge (released with the registration).
+    _memlock: Option<MemlockCharge>,
     #[pin]
     inner: Mutex<RegInner>,
     #[pin]
@@ -116,6 +120,7 @@ pub(crate) struct NewReg {
     pub(crate) writable: bool,
     pub(crate) dev: DmaDevice,
     pub(crate) dereg_hook: Hook,
+    pub(crate) memlock: Option<MemlockCharge>,
 }
 
 impl Reg {
@@ -134,6 +139,7 @@ impl Reg {
             page_size: 0,
             trim: None,
             hca: KVec::new(),
+            hca_start: 0,
             dead_reported: false,
         };
         Arc::pin_init(
@@ -147,6 +153,7 @@ impl Reg {
                 dev: n.dev,
                 sgt,
                 dereg_hook: n.dereg_hook,
+                _memlock: n.memlock,
                 inner <- new_mutex!(inner),
                 cv <- new_condvar!(),
             }),

@@ -66,6 +66,86 @@ pub(crate) fn param_nonpci() -> bool {
     unsafe { b::pcsim_glue_param_nonpci() }
 }
 
+/// `sg_page_shift`: the older cores' SG regime (no trims, page-aligned
+/// entries) instead of the trim.
+pub(crate) fn param_page_shift() -> bool {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_page_shift() }
+}
+
+/// `memory_peers`: whether the core has the memory_peers sysfs directory.
+pub(crate) fn param_memory_peers() -> bool {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_memory_peers() }
+}
+
+/// `memlock`: charge registrations to RLIMIT_MEMLOCK.
+pub(crate) fn param_memlock() -> bool {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_memlock() }
+}
+
+/// A charge of pages to a process's RLIMIT_MEMLOCK (`mm->pinned_vm`).
+///
+/// # Invariants
+///
+/// `mm` came from `pcsim_glue_memlock_charge(npages)` and is uncharged
+/// once, on drop.
+pub(crate) struct MemlockCharge {
+    mm: NonNull<c_void>,
+    npages: u64,
+}
+
+// SAFETY: the mm is held (mmgrab) and may be uncharged from any task.
+unsafe impl Send for MemlockCharge {}
+// SAFETY: never accessed through a shared reference.
+unsafe impl Sync for MemlockCharge {}
+
+impl MemlockCharge {
+    /// Charges `npages` to the calling process (ENOMEM past its limit
+    /// without CAP_IPC_LOCK).
+    pub(crate) fn new(npages: u64) -> Result<Self> {
+        let mut e = 0;
+        // SAFETY: `e` is a writable int; process context.
+        let mm = unsafe { b::pcsim_glue_memlock_charge(npages, &mut e) };
+        match NonNull::new(mm) {
+            Some(mm) => Ok(Self { mm, npages }),
+            None => Err(Error::from_errno(if e < 0 { e } else { -12 })),
+        }
+    }
+}
+
+impl Drop for MemlockCharge {
+    fn drop(&mut self) {
+        // SAFETY: charged by `new`, uncharged once here (invariant).
+        unsafe { b::pcsim_glue_memlock_uncharge(self.mm.as_ptr(), self.npages) }
+    }
+}
+
+/// `register_hold_ms`.
+pub(crate) fn param_register_hold_ms() -> u32 {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_register_hold_ms() }
+}
+
+/// `unregister_hold_ms`.
+pub(crate) fn param_unregister_hold_ms() -> u32 {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_unregister_hold_ms() }
+}
+
+/// `variant`: the core variant's name.
+pub(crate) fn param_variant() -> &'static str {
+    // SAFETY: the parameter is a NUL-terminated string (or NULL) that
+    // lives, unchanged (0444), as long as the module.
+    let p = unsafe { b::pcsim_glue_param_variant() };
+    if p.is_null() {
+        return "";
+    }
+    // SAFETY: non-NULL, NUL-terminated, lives as long as the module.
+    unsafe { CStr::from_ptr(p.cast()) }.to_str().unwrap_or("?")
+}
+
 /// `WARN` once for violation `kind` (until re-armed).
 pub(crate) fn warn_once(kind: u32, name: &CStr) {
     // SAFETY: `name` is a NUL-terminated string valid for the call.
@@ -239,7 +319,10 @@ impl DmaDevice {
 /// One SG entry as stored in a `struct scatterlist`.
 pub(crate) type SgEnt = b::pcsim_sg_ent;
 
-/// The `struct sg_table` the core hands to a client's dma_map.
+/// The `struct sg_table` the core hands to a client's dma_map.  The
+/// structure is the core's; the list the client puts in it is the
+/// client's: the core never frees it (a client that does not free its list
+/// leaks it, and kmemleak reports that on the debug kernel).
 ///
 /// # Invariants
 ///
@@ -294,6 +377,14 @@ impl SgTable {
         Ok(v)
     }
 
+    /// Clears the core's copy of the table (as the real core does after an
+    /// invalidation with `PEER_MEM_INVALIDATE_UNMAPS`): the list is the
+    /// client's to free.
+    pub(crate) fn clear(&self) {
+        // SAFETY: a valid table (invariant); only the structure is cleared.
+        unsafe { b::pcsim_glue_sgt_clear(self.t.as_ptr()) }
+    }
+
     /// Overwrites entry `idx`.
     pub(crate) fn set(&self, idx: u32, e: &SgEnt) -> Result {
         // SAFETY: a valid table (invariant); the glue walks at most
@@ -305,7 +396,7 @@ impl SgTable {
 impl Drop for SgTable {
     fn drop(&mut self) {
         // SAFETY: allocated by the glue and freed once here (invariant);
-        // `sg_free_table` is a no-op on a table the client already freed.
+        // the glue frees the structure only, never the client's list.
         unsafe { b::pcsim_glue_sgt_free(self.t.as_ptr()) }
     }
 }

@@ -41,10 +41,13 @@ pub(crate) enum Kind {
     BadReturn,
     /// `ib_register_peer_memory_client` with a malformed client.
     BadClient,
+    /// Page-shift regime: an SG entry not aligned to / a multiple of the
+    /// client's page size.
+    SgUnaligned,
 }
 
 /// Every kind, in counter order.
-pub(crate) const KINDS: [Kind; 12] = [
+pub(crate) const KINDS: [Kind; 13] = [
     Kind::SgCoverage,
     Kind::SgAddress,
     Kind::NmapMismatch,
@@ -57,6 +60,7 @@ pub(crate) const KINDS: [Kind; 12] = [
     Kind::DmaAfterFree,
     Kind::BadReturn,
     Kind::BadClient,
+    Kind::SgUnaligned,
 ];
 
 impl Kind {
@@ -75,6 +79,7 @@ impl Kind {
             Kind::DmaAfterFree => c"dma_after_free",
             Kind::BadReturn => c"bad_return",
             Kind::BadClient => c"bad_client",
+            Kind::SgUnaligned => c"sg_unaligned",
         }
     }
 
@@ -127,10 +132,14 @@ pub(crate) enum Event {
     HookFree,
     /// A step hook's free neither finished nor blocked in time.
     HookTimeout,
+    /// `invalidate` with an id given earlier and since released (returns 0).
+    InvalidateStale,
+    /// A registration deregistered by a kernel worker (disassociate).
+    Disassociated,
 }
 
 /// Every event with its name, in counter order.
-pub(crate) const EVENTS: [(Event, &str); 10] = [
+pub(crate) const EVENTS: [(Event, &str); 12] = [
     (Event::RegOk, "regs"),
     (Event::RegFailed, "regs_failed"),
     (Event::NotClaimed, "regs_unclaimed"),
@@ -141,6 +150,8 @@ pub(crate) const EVENTS: [(Event, &str); 10] = [
     (Event::InvalidateWaited, "invalidate_waited"),
     (Event::HookFree, "hook_frees"),
     (Event::HookTimeout, "hook_timeouts"),
+    (Event::InvalidateStale, "invalidate_stale"),
+    (Event::Disassociated, "disassociated"),
 ];
 
 static EVENT_COUNTS: [AtomicU64; EVENTS.len()] = [const { AtomicU64::new(0) }; EVENTS.len()];

@@ -33,6 +33,10 @@ struct sim_text {
 #define NVSIM_LAYOUT_CONTIGUOUS	0	/* physically contiguous as far as possible */
 #define NVSIM_LAYOUT_FRAGMENTED	1	/* runs of run_pages GPU pages, never adjacent */
 #define NVSIM_LAYOUT_SHUFFLED	2	/* every GPU page apart, in random order */
+#define NVSIM_LAYOUT_SPARSE	3	/* no backing pages: synthetic bus addresses far
+					 * above RAM, contiguous (run_pages 0) or with a
+					 * one-page gap after every run_pages pages; for
+					 * huge allocations (up to 256 GiB) */
 
 /* cudaMalloc: len is a multiple of 64 KiB; va 0 lets the simulator choose,
  * otherwise the allocation is placed at va (to model VA reuse). */
@@ -40,7 +44,7 @@ struct nvsim_alloc {
 	__u64 len;
 	__u64 va;		/* in: 0 or the wanted VA; out: the VA */
 	__u32 layout;		/* NVSIM_LAYOUT_* */
-	__u32 run_pages;	/* fragmented: GPU pages per run (1..64) */
+	__u32 run_pages;	/* fragmented: GPU pages per run (1..64); sparse: 0 or any */
 };
 
 struct nvsim_free {
@@ -66,12 +70,30 @@ struct nvsim_delay {
 	__u32 reserved;
 };
 
+/* Free hooks inside the driver's own calls: at `site` the driver starts a
+ * cudaFree of the allocation being mapped/unmapped in a worker (as a racing
+ * application thread) and waits until that free finished or wait_ms passed.
+ * Armed for the next `count` calls reaching the site. */
+#define NVSIM_HOOK_NONE		0
+#define NVSIM_HOOK_MAP_PROLOGUE	1	/* dma_map_pages, before it takes the API lock */
+#define NVSIM_HOOK_MAP_EPILOGUE	2	/* dma_map_pages, after it dropped the API lock,
+					 * before linking the mapping */
+#define NVSIM_HOOK_UNMAP	3	/* dma_unmap_pages, with the mapping in flight */
+#define NVSIM_HOOK_SITES	4
+struct nvsim_hook {
+	__u32 site;
+	__u32 count;
+	__u32 wait_ms;		/* 0: 200 ms */
+	__u32 reserved;
+};
+
 #define NVSIM_IOC_ALLOC		_IOWR('N', 1, struct nvsim_alloc)
 #define NVSIM_IOC_FREE		_IOW('N', 2, struct nvsim_free)
 #define NVSIM_IOC_FAULT		_IOW('N', 3, struct nvsim_fault)
 #define NVSIM_IOC_DELAY		_IOW('N', 4, struct nvsim_delay)
 #define NVSIM_IOC_STATS		_IOWR('N', 5, struct sim_text)
 #define NVSIM_IOC_RESET		_IO('N', 6)	/* zero counters, re-arm WARN_ONCEs */
+#define NVSIM_IOC_HOOK		_IOW('N', 7, struct nvsim_hook)
 
 /* --- peer_core_sim ------------------------------------------------------- */
 
@@ -102,6 +124,8 @@ struct pcsim_sge {
 #define PCSIM_NAME_MAX 64
 
 /* ibv_reg_mr(va, len, access) in the caller's process context. */
+#define PCSIM_REG_QP_BUFFER	1	/* a QP/CQ buffer, not an MR: invalidation
+					 * clients are not asked */
 struct pcsim_reg {
 	__u64 va;
 	__u64 len;
@@ -117,6 +141,8 @@ struct pcsim_reg {
 	__u32 core_context;	/* out: the id given to an invalidation client (0: none) */
 	__u64 page_size;	/* out: the client's get_page_size() */
 	char client[PCSIM_NAME_MAX];	/* out: the client that served it */
+	__u32 flags;		/* PCSIM_REG_* */
+	__u32 reserved;
 };
 
 struct pcsim_handle {
@@ -144,6 +170,9 @@ struct pcsim_query {
 #define PCSIM_IOC_STATS		_IOWR('P', 4, struct sim_text)
 #define PCSIM_IOC_RESET		_IO('P', 5)
 #define PCSIM_IOC_QUERY		_IOWR('P', 6, struct pcsim_query)
+/* uverbs disassociate (device reset): the registration is deregistered by a
+ * kernel worker, not by the owning process; returns when that is done. */
+#define PCSIM_IOC_DISASSOCIATE	_IOW('P', 7, struct pcsim_handle)
 
 #ifdef __KERNEL__
 static_assert(sizeof(struct sim_text) == 16);
@@ -152,7 +181,8 @@ static_assert(sizeof(struct nvsim_free) == 8);
 static_assert(sizeof(struct nvsim_fault) == 16);
 static_assert(sizeof(struct nvsim_delay) == 8);
 static_assert(sizeof(struct pcsim_sge) == 16);
-static_assert(sizeof(struct pcsim_reg) == 136);
+static_assert(sizeof(struct pcsim_reg) == 144);
+static_assert(sizeof(struct nvsim_hook) == 16);
 static_assert(sizeof(struct pcsim_handle) == 8);
 static_assert(sizeof(struct pcsim_query) == 24);
 #endif

@@ -3,12 +3,13 @@
 //! The ABI objects the simulator hands to clients: page tables
 //! (`struct nvidia_p2p_page_table` with its page array and GPU UUID) and DMA
 //! mappings (`struct nvidia_p2p_dma_mapping` with its address array), each
-//! in its own kmalloc'd memory so KASAN sees a client's out-of-bounds read
+//! in its own kvmalloc'd memory so KASAN sees a client's out-of-bounds read
 //! (a v1 table is allocated with the 32-byte v1 size: reading `flags` is
-//! caught).  On release everything is poisoned and the arrays are freed;
-//! the table or mapping itself stays quarantined for a while (see
-//! `gpu::Retired`).  This module writes the raw memory: it is the crate's
-//! FFI boundary for the ABI structures.
+//! caught).  On release everything is poisoned and then really freed, so a
+//! client's stale read is a KASAN report on the debug kernel; only the
+//! address stays quarantined for a while (see `retired.rs`).  This module
+//! writes the raw memory: it is the crate's FFI boundary for the ABI
+//! structures.
 
 use core::mem::size_of;
 use core::ptr::NonNull;
@@ -42,10 +43,9 @@ pub(crate) struct PageTable {
 }
 
 impl PageTable {
-    /// Builds a table of `version` for the GPU pages at physical addresses
-    /// `phys`.
-    pub(crate) fn new(version: u32, phys: &[u64]) -> Result<Self> {
-        let n = phys.len();
+    /// Builds a table of `version` for `n` GPU pages, page `i` at physical
+    /// address `phys(i)`.
+    pub(crate) fn new(version: u32, n: usize, phys: impl Fn(usize) -> Option<u64>) -> Result<Self> {
         let size = if version >> 16 == 1 {
             NVIDIA_P2P_PAGE_TABLE_V1_SIZE as usize
         } else {
@@ -60,7 +60,8 @@ impl PageTable {
         let uuid = RawBuf::new(GPU_UUID.len())?;
         let page_base = pages.as_ptr().cast::<nvidia_p2p_page>();
         let ptr_base = ptrs.as_ptr().cast::<*mut nvidia_p2p_page>();
-        for (i, &pa) in phys.iter().enumerate() {
+        for i in 0..n {
+            let pa = phys(i).ok_or(EINVAL)?;
             // SAFETY: `pages` and `ptrs` hold `n` elements each, suitably
             // aligned (kmalloc alignment); `i < n`.
             unsafe {
@@ -94,16 +95,13 @@ impl PageTable {
         self.table.as_ptr().cast()
     }
 
-    /// Releases the table: everything is poisoned; the page array and UUID
-    /// are freed (a client that kept a pointer into them reads freed
-    /// memory: KASAN reports it), the table itself is kept so its address
-    /// stays recognisable (and is not reused) while quarantined.
-    pub(crate) fn retire(mut self) -> RawBuf {
+    /// Releases the table: everything is poisoned and freed (a client that
+    /// kept a pointer into it reads freed memory: KASAN reports it).
+    pub(crate) fn retire(mut self) {
         self.table.fill(POISON);
         self.ptrs.fill(POISON);
         self.pages.fill(POISON);
         self.uuid.fill(POISON);
-        self.table
     }
 }
 
@@ -119,13 +117,17 @@ pub(crate) struct DmaMapping {
 }
 
 impl DmaMapping {
-    /// Builds a mapping of the DMA addresses `dma` for `peer`.
-    pub(crate) fn new(dma: &[u64], peer: NonNull<pci_dev>) -> Result<Self> {
-        let n = dma.len();
+    /// Builds a mapping of `n` DMA addresses, `dma(i)` each, for `peer`.
+    pub(crate) fn new(
+        n: usize,
+        dma: impl Fn(usize) -> Option<u64>,
+        peer: NonNull<pci_dev>,
+    ) -> Result<Self> {
         let mapping = RawBuf::new(size_of::<nvidia_p2p_dma_mapping>())?;
         let addrs = RawBuf::new(n.checked_mul(size_of::<u64>()).ok_or(EINVAL)?)?;
         let a = addrs.as_ptr().cast::<u64>();
-        for (i, &d) in dma.iter().enumerate() {
+        for i in 0..n {
+            let d = dma(i).ok_or(EINVAL)?;
             // SAFETY: `addrs` holds `n` u64s (kmalloc alignment); `i < n`.
             unsafe { a.add(i).write(d) };
         }
@@ -147,9 +149,8 @@ impl DmaMapping {
     }
 
     /// Releases the mapping, as `PageTable::retire`.
-    pub(crate) fn retire(mut self) -> RawBuf {
+    pub(crate) fn retire(mut self) {
         self.mapping.fill(POISON);
         self.addrs.fill(POISON);
-        self.mapping
     }
 }

@@ -33,7 +33,7 @@ impl Context {
     pub(crate) fn alloc(&self, arg: &mut nvsim_alloc) -> Result {
         let layout = Layout::from_uapi(arg.layout, arg.run_pages)?;
         let va = API
-            .lock()
+            .state()
             .alloc(sys::current_tgid(), self.id, arg.len, layout, arg.va)?;
         arg.va = va;
         Ok(())
@@ -48,19 +48,19 @@ impl Context {
 
     /// Arms fault injection.
     pub(crate) fn fault(&self, arg: &nvsim_fault) -> Result {
-        API.lock().set_fault(arg.site, arg.count, arg.err)
+        API.state().set_fault(arg.site, arg.count, arg.err)
     }
 
     /// Sets the pin delay.
     pub(crate) fn delay(&self, arg: &nvsim_delay) -> Result {
-        API.lock().set_delay(arg.us_per_page);
+        API.state().set_delay(arg.us_per_page);
         Ok(())
     }
 
     /// The stats as text.
     pub(crate) fn stats(&self, arg: &mut sim_text) -> Result {
         let mut t = Text::new();
-        API.lock().stats(&mut t).map_err(|_| ENOMEM)?;
+        API.state().stats(&mut t).map_err(|_| ENOMEM)?;
         let bytes = t.as_bytes();
         let n = bytes.len().min(arg.size as usize);
         sys::copy_to_user(arg.buf, &bytes[..n])?;
@@ -70,7 +70,7 @@ impl Context {
 
     /// Zeroes the counters and re-arms the WARNs.
     pub(crate) fn reset(&self) -> Result {
-        let mut g = API.lock();
+        let mut g = API.state();
         violation::reset();
         g.reset_counters();
         Ok(())

@@ -13,11 +13,12 @@ use kernel::prelude::*;
 
 use crate::bindings::{
     nvidia_p2p_dma_mapping, nvidia_p2p_free_callback_t, nvidia_p2p_page_table, nvsim_alloc,
-    nvsim_delay, nvsim_fault, nvsim_free, pci_dev, sim_range, sim_text,
+    nvsim_delay, nvsim_fault, nvsim_free, nvsim_hook, pci_dev, sim_range, sim_text,
     NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING,
 };
 use crate::control::Context;
 use crate::gpu::PinArgs;
+use crate::hooks::{self, Site};
 use crate::lock::{FreeCallback, API};
 use crate::memory::GPU_PAGE;
 use crate::sys;
@@ -111,14 +112,17 @@ unsafe extern "C" fn nvidia_p2p_get_pages(
             callback,
             data: data as usize,
         };
-        let table = API.lock_for(call)?.pin(args)?;
+        let api = API.lock_for(call)?;
+        let table = api.state().pin(args)?;
+        drop(api);
         // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
         unsafe { out.as_ptr().write(table) };
         Ok(0)
     })
 }
 
-/// Releases a pin of `nvidia_p2p_get_pages`.
+/// Releases a pin of `nvidia_p2p_get_pages`; from a process other than the
+/// pinning one (or a kernel thread) it finds no pin and returns 0.
 ///
 /// # Safety
 ///
@@ -140,8 +144,10 @@ unsafe extern "C" fn nvidia_p2p_put_pages(
         if page_table.is_null() {
             return Err(bad_args(call, "page_table is NULL"));
         }
-        API.lock_for(call)?
+        let api = API.lock_for(call)?;
+        api.state()
             .unpin(call, virtual_address, page_table as usize, false, seq)?;
+        drop(api);
         Ok(0)
     })
 }
@@ -178,7 +184,9 @@ unsafe extern "C" fn nvidia_p2p_sim_get_pages_persistent(
             callback: None,
             data: 0,
         };
-        let table = API.lock_for(call)?.pin(args)?;
+        let api = API.lock_for(call)?;
+        let table = api.state().pin(args)?;
+        drop(api);
         // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
         unsafe { out.as_ptr().write(table) };
         Ok(0)
@@ -206,8 +214,10 @@ unsafe extern "C" fn nvidia_p2p_sim_put_pages_persistent(
         if page_table.is_null() {
             return Err(bad_args(call, "page_table is NULL"));
         }
-        API.lock_for(call)?
+        let api = API.lock_for(call)?;
+        api.state()
             .unpin(call, virtual_address, page_table as usize, true, seq)?;
+        drop(api);
         Ok(0)
     })
 }
@@ -244,14 +254,24 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
             return Err(bad_args(call, "page_table is NULL"));
         }
         let out = NonNull::new(dma_mapping).ok_or_else(|| bad_args(call, "dma_mapping is NULL"))?;
-        let mapping = API.lock_for(call)?.map(peer, page_table as usize, seq)?;
+        API.not_in_callback(call)?;
+        // Prologue, without the API lock: the table and its bookkeeping.
+        let pro = API.state().map_prologue(page_table as usize, seq)?;
+        hooks::fire(Site::MapPrologue, pro.owner, pro.va);
+        let api = API.lock_for(call)?;
+        let mapping = api.state().map_locked(&pro, peer)?;
+        drop(api);
+        // Epilogue, without the API lock: link the mapping.
+        hooks::fire(Site::MapEpilogue, pro.owner, pro.va);
+        let mapping = API.state().map_epilogue(&pro, mapping, peer)?;
         // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
         unsafe { out.as_ptr().write(mapping) };
         Ok(0)
     })
 }
 
-/// Releases a DMA mapping.
+/// Releases a DMA mapping.  Takes no API lock (only the allocation's
+/// mapping-list lock): it may run while a free callback runs.
 ///
 /// # Safety
 ///
@@ -271,8 +291,14 @@ unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
         if page_table.is_null() || dma_mapping.is_null() {
             return Err(bad_args(call, "page_table or dma_mapping is NULL"));
         }
-        API.lock_for(call)?
-            .unmap(peer, page_table as usize, dma_mapping as usize, seq)?;
+        API.not_in_callback(call)?;
+        let u = API
+            .state()
+            .unmap_begin(peer, page_table as usize, dma_mapping as usize, seq)?;
+        if let Some(u) = u {
+            hooks::fire(Site::Unmap, u.owner, u.va);
+            API.state().unmap_end(u);
+        }
         Ok(0)
     })
 }
@@ -318,7 +344,7 @@ unsafe extern "C" fn nvidia_p2p_sim_dma_live(ranges: *const sim_range, count: u3
             // SAFETY: the caller's contract.
             unsafe { core::slice::from_raw_parts(ranges, count as usize) }
         };
-        API.lock().dma_live(ranges)?;
+        API.state().dma_live(ranges)?;
         Ok(0)
     })
 }
@@ -332,7 +358,7 @@ unsafe extern "C" fn nvidia_p2p_sim_dma_live(ranges: *const sim_range, count: u3
 unsafe extern "C" fn nvidia_p2p_sim_translate(tgid: u32, va: u64, dma_address: *mut u64) -> c_int {
     from_result(|| {
         let out = NonNull::new(dma_address).ok_or(EINVAL)?;
-        let addr = API.lock().translate(tgid, va)?;
+        let addr = API.state().translate(tgid, va)?;
         // SAFETY: the caller's contract.
         unsafe { out.as_ptr().write(addr) };
         Ok(0)
@@ -436,6 +462,17 @@ unsafe extern "C" fn nvsim_rs_ioctl_delay(context: *mut c_void, arg: *mut nvsim_
 unsafe extern "C" fn nvsim_rs_ioctl_stats(context: *mut c_void, arg: *mut sim_text) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { with_ctx(context, arg, |c, a| c.stats(a)) }
+}
+
+/// `NVSIM_IOC_HOOK`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_hook(context: *mut c_void, arg: *mut nvsim_hook) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |_, a| API.state().hooks.set(a)) }
 }
 
 /// `NVSIM_IOC_RESET`.

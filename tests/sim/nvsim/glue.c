@@ -19,6 +19,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/workqueue.h>
 
 #include "nv-p2p-abi.h"
 #include "sim_link.h"
@@ -27,12 +28,23 @@
 MODULE_AUTHOR("peermem-rs developers");
 
 /* --- the exported API (implemented in Rust, entry.rs) ------------------ */
-EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
-EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
-EXPORT_SYMBOL_GPL(nvidia_p2p_free_page_table);
-EXPORT_SYMBOL_GPL(nvidia_p2p_dma_map_pages);
-EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
-EXPORT_SYMBOL_GPL(nvidia_p2p_free_dma_mapping);
+/*
+ * Current drivers export it GPL-only.  nvidia_p2p_sim_plain.ko (glue_plain.c,
+ * NVSIM_PLAIN_EXPORT) is the same driver exporting it plainly, as older
+ * driver trees did: symbol_get() refuses such exports since Linux 6.6.  The
+ * two cannot be loaded together (same symbols).
+ */
+#ifdef NVSIM_PLAIN_EXPORT
+#define NVSIM_EXPORT EXPORT_SYMBOL
+#else
+#define NVSIM_EXPORT EXPORT_SYMBOL_GPL
+#endif
+NVSIM_EXPORT(nvidia_p2p_get_pages);
+NVSIM_EXPORT(nvidia_p2p_put_pages);
+NVSIM_EXPORT(nvidia_p2p_free_page_table);
+NVSIM_EXPORT(nvidia_p2p_dma_map_pages);
+NVSIM_EXPORT(nvidia_p2p_dma_unmap_pages);
+NVSIM_EXPORT(nvidia_p2p_free_dma_mapping);
 /* The persistent pair, under private names: nvidia_p2p_sim_persistent.ko
  * exports them under the real ones. */
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_get_pages_persistent);
@@ -67,6 +79,9 @@ static DEFINE_MUTEX(nvidia_p2p_sim_api_lock);
 void nvsim_glue_api_lock(void) { mutex_lock(&nvidia_p2p_sim_api_lock); }
 bool nvsim_glue_api_trylock(void) { return mutex_trylock(&nvidia_p2p_sim_api_lock); }
 void nvsim_glue_api_unlock(void) { mutex_unlock(&nvidia_p2p_sim_api_lock); }
+static DEFINE_MUTEX(nvidia_p2p_sim_state_lock);
+void nvsim_glue_state_lock(void) { mutex_lock(&nvidia_p2p_sim_state_lock); }
+void nvsim_glue_state_unlock(void) { mutex_unlock(&nvidia_p2p_sim_state_lock); }
 
 /* --- tasks, time ------------------------------------------------------------ */
 unsigned long nvsim_glue_current(void) { return (unsigned long)current; }
@@ -87,6 +102,8 @@ struct page *nvsim_glue_alloc_block(u32 order)
 }
 u64 nvsim_glue_block_phys(struct page *page) { return page_to_phys(page); }
 void *nvsim_glue_kzalloc(size_t size) { return kzalloc(size, GFP_KERNEL); }
+void *nvsim_glue_kvzalloc(size_t size) { return kvzalloc(size, GFP_KERNEL); }
+void nvsim_glue_kvfree(void *p) { kvfree(p); }
 int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len)
 {
 	return copy_to_user(u64_to_user_ptr(user_addr), src, len) ? -EFAULT : 0;
@@ -131,6 +148,7 @@ static long nvsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		struct nvsim_fault fault;
 		struct nvsim_delay delay;
 		struct sim_text text;
+		struct nvsim_hook hook;
 	} u;
 	int ret;
 
@@ -146,6 +164,7 @@ static long nvsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case NVSIM_IOC_DELAY: ret = nvsim_rs_ioctl_delay(ctx, &u.delay); break;
 	case NVSIM_IOC_STATS: ret = nvsim_rs_ioctl_stats(ctx, &u.text); break;
 	case NVSIM_IOC_RESET: ret = nvsim_rs_ioctl_reset(ctx); break;
+	case NVSIM_IOC_HOOK: ret = nvsim_rs_ioctl_hook(ctx, &u.hook); break;
 	default: return -ENOTTY;
 	}
 	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd)))
@@ -168,5 +187,51 @@ static struct miscdevice nvsim_misc = {
 	.mode = 0666,
 };
 
-int nvsim_glue_chardev_register(void) { return misc_register(&nvsim_misc); }
-void nvsim_glue_chardev_unregister(void) { misc_deregister(&nvsim_misc); }
+/* --- the free hooks' worker ------------------------------------------------ */
+static struct workqueue_struct *nvsim_wq;
+
+struct nvsim_job {
+	struct work_struct work;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+static void nvsim_job_run(struct work_struct *work)
+{
+	struct nvsim_job *job = container_of(work, struct nvsim_job, work);
+
+	job->fn(job->arg);
+	kfree(job);
+}
+
+int nvsim_glue_run_async(void (*fn)(void *arg), void *arg)
+{
+	struct nvsim_job *job = kzalloc(sizeof(*job), GFP_KERNEL);
+
+	if (!job)
+		return -ENOMEM;
+	INIT_WORK(&job->work, nvsim_job_run);
+	job->fn = fn;
+	job->arg = arg;
+	queue_work(nvsim_wq, &job->work);
+	return 0;
+}
+
+int nvsim_glue_init(void)
+{
+	int ret;
+
+	nvsim_wq = alloc_workqueue("nvidia_p2p_sim", WQ_UNBOUND, 0);
+	if (!nvsim_wq)
+		return -ENOMEM;
+	ret = misc_register(&nvsim_misc);
+	if (ret)
+		destroy_workqueue(nvsim_wq);
+	return ret;
+}
+
+void nvsim_glue_exit(void)
+{
+	misc_deregister(&nvsim_misc);
+	destroy_workqueue(nvsim_wq);
+}

@@ -24,6 +24,9 @@ u32 nvsim_glue_callback_timeout_ms(void);
 void nvsim_glue_api_lock(void);
 bool nvsim_glue_api_trylock(void);
 void nvsim_glue_api_unlock(void);
+/* The simulator's bookkeeping lock (a leaf: never held while calling out). */
+void nvsim_glue_state_lock(void);
+void nvsim_glue_state_unlock(void);
 
 /* --- tasks, time ---------------------------------------------------------- */
 unsigned long nvsim_glue_current(void);	/* the current task, as an id */
@@ -37,6 +40,8 @@ void nvsim_glue_usleep(u64 us);
 struct page *nvsim_glue_alloc_block(u32 order);	/* free with __free_pages */
 u64 nvsim_glue_block_phys(struct page *page);
 void *nvsim_glue_kzalloc(size_t size);		/* free with kfree */
+void *nvsim_glue_kvzalloc(size_t size);		/* free with nvsim_glue_kvfree */
+void nvsim_glue_kvfree(void *p);
 int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len);
 
 /* --- devices, reports -------------------------------------------------- */
@@ -45,9 +50,12 @@ bool nvsim_glue_is_pci(struct pci_dev *peer);	/* &peer->dev is on the PCI bus */
 void nvsim_glue_warn(u32 kind, const char *name);
 void nvsim_glue_rearm_warnings(void);
 
-/* --- the character device ----------------------------------------------- */
-int nvsim_glue_chardev_register(void);
-void nvsim_glue_chardev_unregister(void);
+/* --- the free hooks' worker ------------------------------------------------ */
+int nvsim_glue_run_async(void (*fn)(void *arg), void *arg);
+
+/* --- module init/exit pieces: the work queue and the character device ---- */
+int nvsim_glue_init(void);
+void nvsim_glue_exit(void);
 
 /* --- entry points implemented in Rust (entry.rs) ---------------------- */
 int nvsim_rs_open(void **context);
@@ -58,5 +66,6 @@ int nvsim_rs_ioctl_fault(void *context, struct nvsim_fault *arg);
 int nvsim_rs_ioctl_delay(void *context, struct nvsim_delay *arg);
 int nvsim_rs_ioctl_stats(void *context, struct sim_text *arg);
 int nvsim_rs_ioctl_reset(void *context);
+int nvsim_rs_ioctl_hook(void *context, struct nvsim_hook *arg);
 
 #endif /* PEERMEM_NVSIM_GLUE_H */

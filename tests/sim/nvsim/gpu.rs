@@ -1,30 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The simulated GPU: allocations in per-process VA spaces, pins (page
-//! tables) and DMA mappings, cudaFree with its free callbacks, and the
-//! contract checks of the pin/map calls.  All of it runs under the API lock
-//! (`lock::ApiGuard`); released objects are handled in `retired.rs`, queries
+//! tables), cudaFree with its free callbacks, and the contract checks of
+//! the pin calls.  The bookkeeping is under the simulator's state lock
+//! (`lock::StateGuard`); get_pages/put_pages and cudaFree also hold the API
+//! lock (`lock::ApiGuard`), which the free callbacks run under.  DMA
+//! mappings are in `mapping.rs`, released objects in `retired.rs`, queries
 //! and knobs in `query.rs`.
 
-use core::ptr::NonNull;
 use kernel::prelude::*;
 
 use crate::abi::{DmaMapping, PageTable};
-use crate::bindings::{nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev};
-use crate::lock::{ApiGuard, FreeCallback};
+use crate::bindings::nvidia_p2p_page_table;
+use crate::lock::{ApiGuard, FreeCallback, StateGuard};
 use crate::memory::{Layout, Memory, GPU_PAGE};
 use crate::retired::{Found, Released, Retired};
 use crate::slots::Slots;
-use crate::sys::{self, errno};
-use crate::violation::{self, Call, Kind};
+use crate::sys;
+use crate::violation::{self, Call, Event, Kind};
 
 /// Where the simulator places allocations: far from anything a process maps.
 const VA_BASE: u64 = 0x0000_3000_0000_0000;
 const VA_END: u64 = 0x0000_6000_0000_0000;
 /// Gap between two allocations (so an off-by-one range is in no allocation).
 const VA_GAP: u64 = 2 << 20;
-/// The largest single allocation.
+/// The largest single allocation backed by real pages, and a sparse one.
 const MAX_ALLOC: u64 = 1 << 30;
+const MAX_SPARSE_ALLOC: u64 = 256 << 30;
 /// Fault injection sites, as in `struct nvsim_fault`.
 pub(crate) const FAULT_SITES: usize = crate::bindings::NVSIM_FAULT_SITES as usize;
 
@@ -59,7 +61,11 @@ pub(crate) struct PinRec {
     pub(crate) callback: Option<FreeCallback>,
     pub(crate) data: usize,
     pub(crate) called: bool,
-    pub(crate) dma: KVec<u64>,
+    /// The table's first GPU page in its allocation, and the page count.
+    pub(crate) first: usize,
+    pub(crate) npages: usize,
+    /// The contiguous bus-address runs `(start, end)` of the pinned pages.
+    pub(crate) runs: KVVec<(u64, u64)>,
 }
 
 /// A live DMA mapping the client holds.
@@ -67,6 +73,8 @@ pub(crate) struct MapRec {
     pub(crate) mapping: DmaMapping,
     pub(crate) pin: usize,
     pub(crate) peer: usize,
+    /// A dma_unmap_pages of it is in flight (between its start and end).
+    pub(crate) unmapping: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -87,6 +95,7 @@ pub(crate) struct GpuState {
     pub(crate) free_callbacks: u64,
     pub(crate) raced: u64,
     pub(crate) injected: u64,
+    pub(crate) hooks: crate::hooks::Armed,
 }
 
 impl GpuState {
@@ -103,10 +112,11 @@ impl GpuState {
             free_callbacks: 0,
             raced: 0,
             injected: 0,
+            hooks: crate::hooks::Armed::new(),
         }
     }
 
-    fn take_fault(&mut self, site: u32) -> Result {
+    pub(crate) fn take_fault(&mut self, site: u32) -> Result {
         let f = &mut self.faults[site as usize % FAULT_SITES];
         if f.count == 0 {
             return Ok(());
@@ -117,7 +127,7 @@ impl GpuState {
     }
 
     /// Frees the memory of an allocation nobody can reach any more.
-    fn release_memory_if_unused(&mut self, idx: usize) {
+    pub(crate) fn release_memory_if_unused(&mut self, idx: usize) {
         if self
             .allocs
             .get(idx)
@@ -148,7 +158,7 @@ pub(crate) struct PinArgs {
     pub(crate) data: usize,
 }
 
-impl ApiGuard<'_> {
+impl StateGuard<'_> {
     /// cudaMalloc for process `owner` through control file `ctx`.
     pub(crate) fn alloc(
         &mut self,
@@ -158,7 +168,11 @@ impl ApiGuard<'_> {
         layout: Layout,
         want: u64,
     ) -> Result<u64> {
-        if len == 0 || len % GPU_PAGE != 0 || len > MAX_ALLOC {
+        let max = match layout {
+            Layout::Sparse(_) => MAX_SPARSE_ALLOC,
+            _ => MAX_ALLOC,
+        };
+        if len == 0 || len % GPU_PAGE != 0 || len > max {
             return Err(EINVAL);
         }
         let va = if want != 0 {
@@ -199,59 +213,40 @@ impl ApiGuard<'_> {
         Ok(va)
     }
 
-    /// cudaFree of the allocation holding `va` in process `owner`'s VA space.
-    pub(crate) fn free_va(&mut self, owner: u32, va: u64) -> Result {
-        let idx = self
-            .allocs
-            .find(|a| a.va_live && a.owner == owner && a.contains(va))
-            .ok_or(EINVAL)?;
-        self.free_alloc(idx);
-        Ok(())
-    }
-
-    /// Frees every allocation made through control file `ctx` (its close).
-    pub(crate) fn free_ctx(&mut self, ctx: u64) -> usize {
-        let mut n = 0;
-        while let Some(idx) = self.allocs.find(|a| a.va_live && a.ctx == ctx) {
-            self.free_alloc(idx);
-            n += 1;
-        }
-        n
-    }
-
-    /// The teardown the real driver does on cudaFree: every non-persistent
-    /// pin's free callback, synchronously, with the API lock held; then the
-    /// page tables and mappings are released (poisoned) by the driver.
-    fn free_alloc(&mut self, idx: usize) {
-        if let Some(a) = self.allocs.get_mut(idx) {
-            a.va_live = false;
-        }
-        while let Some(p) = self
-            .pins
-            .find(|p| p.alloc == idx && !p.persistent && !p.called)
-        {
-            let Some(pin) = self.pins.get_mut(p) else {
-                break;
-            };
-            pin.called = true;
-            let (callback, data) = (pin.callback, pin.data);
-            self.free_callbacks += 1;
-            if let Some(cb) = callback {
-                self.run_free_callback(cb, data);
-            }
-            self.retire_pin(p, Released::ByCallback);
-        }
-        self.end_free_callbacks();
-        self.release_memory_if_unused(idx);
-    }
-
-    fn retire_map(&mut self, m: usize, how: Released) {
-        let seq = self.next_retire_seq();
+    pub(crate) fn retire_map(&mut self, m: usize, how: Released) {
         if let Some(rec) = self.maps.remove(m) {
-            let addr = rec.mapping.ptr() as usize;
-            let r = Retired::new(addr, false, rec.mapping.retire(), how, seq);
-            self.quarantine(r);
+            self.retire_mapping(rec.mapping, how);
         }
+    }
+
+    /// Frees a mapping for real, keeping only its address in quarantine.
+    pub(crate) fn retire_mapping(&mut self, mapping: DmaMapping, how: Released) {
+        let seq = self.next_retire_seq();
+        let addr = mapping.ptr() as usize;
+        mapping.retire();
+        self.quarantine(Retired::new(addr, false, how, seq));
+    }
+
+    /// After a pin's free callback returned, the driver frees its mappings
+    /// and its table -- also under a dma_unmap_pages still in flight, which
+    /// in the real driver then uses freed bookkeeping.
+    pub(crate) fn teardown_pin(&mut self, p: usize) {
+        let in_flight = self
+            .maps
+            .iter()
+            .filter(|(_, m)| m.pin == p && m.unmapping)
+            .count();
+        if in_flight > 0 {
+            let va = self.pins.get(p).map_or(0, |r| r.va);
+            violation::report(
+                Kind::UnmapInFlightAtFree,
+                format_args!(
+                    "the free callback of the pin at VA {:#x} returned while {} nvidia_p2p_dma_unmap_pages of it ran: the driver frees the mapping it is using",
+                    va, in_flight
+                ),
+            );
+        }
+        self.retire_pin(p, Released::ByCallback);
     }
 
     fn retire_pin(&mut self, p: usize, how: Released) {
@@ -271,8 +266,8 @@ impl ApiGuard<'_> {
         }
         let alloc = rec.alloc;
         let addr = rec.table.ptr() as usize;
-        let r = Retired::new(addr, true, rec.table.retire(), how, seq);
-        self.quarantine(r);
+        rec.table.retire();
+        self.quarantine(Retired::new(addr, true, how, seq));
         self.release_memory_if_unused(alloc);
     }
 
@@ -315,14 +310,13 @@ impl ApiGuard<'_> {
         let first = ((args.va - a_va) / GPU_PAGE) as usize;
         let n = (args.len / GPU_PAGE) as usize;
         let a = self.allocs.get(idx).ok_or(EINVAL)?;
-        let phys = a.mem.pages().get(first..first + n).ok_or(EINVAL)?;
-        let mut dma = KVec::with_capacity(n, GFP_KERNEL)?;
-        dma.extend_from_slice(phys, GFP_KERNEL)?;
-        let table = PageTable::new(sys::param::pt_version(), phys)?;
+        let runs = a.mem.runs_of(first, n)?;
+        let table = PageTable::new(sys::param::pt_version(), n, |i| a.mem.page(first + i))?;
+        let ptr = table.ptr();
+        self.forget_retired(ptr as usize);
         if self.delay_us > 0 {
             sys::usleep(u64::from(self.delay_us) * n as u64);
         }
-        let ptr = table.ptr();
         let rec = PinRec {
             table,
             alloc: idx,
@@ -332,7 +326,9 @@ impl ApiGuard<'_> {
             callback: args.callback,
             data: args.data,
             called: false,
-            dma,
+            first,
+            npages: n,
+            runs,
         };
         self.pins.insert(rec)?;
         if let Some(a) = self.allocs.get_mut(idx) {
@@ -383,6 +379,24 @@ impl ApiGuard<'_> {
                     );
                     return Err(EINVAL);
                 }
+                if !persistent {
+                    // The real put looks the pin up among the calling
+                    // process's RM clients: from another process or a
+                    // kernel thread it finds nothing, returns 0, and the
+                    // pin and its free callback stay armed.
+                    let owner = self.allocs.get(pin.alloc).map_or(0, |a| a.owner);
+                    if sys::current_is_kthread() || sys::current_tgid() != owner {
+                        Event::ForeignPut.count();
+                        pr_info!(
+                            "nvidia_p2p_put_pages of VA {:#x} (process {}) from {} {}: not this process's pin, ignored\n",
+                            va,
+                            owner,
+                            if sys::current_is_kthread() { "kernel thread" } else { "process" },
+                            sys::current_tgid()
+                        );
+                        return Ok(());
+                    }
+                }
                 let live_maps = self.maps.iter().filter(|(_, m)| m.pin == p).count();
                 if live_maps > 0 {
                     violation::report(
@@ -412,98 +426,6 @@ impl ApiGuard<'_> {
         }
     }
 
-    /// `nvidia_p2p_dma_map_pages` after the argument checks.
-    pub(crate) fn map(
-        &mut self,
-        peer: NonNull<pci_dev>,
-        table: usize,
-        entry_seq: u64,
-    ) -> Result<*mut nvidia_p2p_dma_mapping> {
-        match self.find_table(table) {
-            Found::Live(p) => {
-                let Some(pin) = self.pins.get(p) else {
-                    return Err(EINVAL);
-                };
-                if pin.force_bar1 {
-                    return Err(sys::err(errno::ENOTSUPP));
-                }
-                self.take_fault(crate::bindings::NVSIM_FAULT_DMA_MAP)?;
-                let Some(pin) = self.pins.get(p) else {
-                    return Err(EINVAL);
-                };
-                let mapping = DmaMapping::new(&pin.dma, peer)?;
-                let ptr = mapping.ptr();
-                self.maps.insert(MapRec {
-                    mapping,
-                    pin: p,
-                    peer: peer.as_ptr() as usize,
-                })?;
-                Ok(ptr)
-            }
-            Found::Retired(q) => self
-                .stale(Call::DmaMapPages, q, entry_seq, false, "page table")
-                .and(Err(EINVAL)),
-            Found::Unknown => {
-                violation::report(
-                    Kind::UnknownObject,
-                    format_args!(
-                        "nvidia_p2p_dma_map_pages: page table {:#x} was never handed out",
-                        table
-                    ),
-                );
-                Err(EINVAL)
-            }
-        }
-    }
-
-    /// `nvidia_p2p_dma_unmap_pages` after the argument checks.
-    pub(crate) fn unmap(
-        &mut self,
-        peer: NonNull<pci_dev>,
-        table: usize,
-        mapping: usize,
-        entry_seq: u64,
-    ) -> Result {
-        match self.find_mapping(mapping) {
-            Found::Live(m) => {
-                let Some(rec) = self.maps.get(m) else {
-                    return Err(EINVAL);
-                };
-                let owner_table = self.pins.get(rec.pin).map_or(0, |p| p.table.ptr() as usize);
-                if owner_table != table {
-                    violation::report(
-                        Kind::BadArgs,
-                        format_args!(
-                            "nvidia_p2p_dma_unmap_pages: mapping {:#x} is not of page table {:#x}",
-                            mapping, table
-                        ),
-                    );
-                    return Err(EINVAL);
-                }
-                if rec.peer != peer.as_ptr() as usize {
-                    violation::report(
-                        Kind::WrongPeer,
-                        format_args!("nvidia_p2p_dma_unmap_pages: mapping {:#x} was made for another peer device", mapping),
-                    );
-                    return Err(EINVAL);
-                }
-                self.retire_map(m, Released::ByClient);
-                Ok(())
-            }
-            Found::Retired(q) => self.stale(Call::DmaUnmapPages, q, entry_seq, true, "DMA mapping"),
-            Found::Unknown => {
-                violation::report(
-                    Kind::UnknownObject,
-                    format_args!(
-                        "nvidia_p2p_dma_unmap_pages: mapping {:#x} was never handed out",
-                        mapping
-                    ),
-                );
-                Err(EINVAL)
-            }
-        }
-    }
-
     /// Module unload: reports pins still held, then frees everything.
     pub(crate) fn shutdown(&mut self) {
         let (pins, persistent, maps) = self.outstanding();
@@ -522,5 +444,68 @@ impl ApiGuard<'_> {
         drop(self.pins.take_all());
         drop(self.retired.take_all());
         drop(self.allocs.take_all());
+    }
+}
+
+impl ApiGuard<'_> {
+    /// cudaFree of the allocation holding `va` in process `owner`'s VA space.
+    pub(crate) fn free_va(&mut self, owner: u32, va: u64) -> Result {
+        let idx = self
+            .state()
+            .allocs
+            .find(|a| a.va_live && a.owner == owner && a.contains(va))
+            .ok_or(EINVAL)?;
+        self.free_alloc(idx);
+        Ok(())
+    }
+
+    /// Frees every allocation made through control file `ctx` (its close).
+    pub(crate) fn free_ctx(&mut self, ctx: u64) -> usize {
+        let mut n = 0;
+        loop {
+            let idx = self.state().allocs.find(|a| a.va_live && a.ctx == ctx);
+            let Some(idx) = idx else { break };
+            self.free_alloc(idx);
+            n += 1;
+        }
+        n
+    }
+
+    /// The teardown the real driver does on cudaFree: every non-persistent
+    /// pin's free callback, synchronously, with the API lock held (the
+    /// bookkeeping lock is not held across the callback: dma_unmap_pages
+    /// needs no API lock and may run meanwhile); after each callback
+    /// returned, the driver frees that pin's mappings and page table.
+    fn free_alloc(&mut self, idx: usize) {
+        if let Some(a) = self.state().allocs.get_mut(idx) {
+            a.va_live = false;
+        }
+        loop {
+            let next = {
+                let mut s = self.state();
+                let p = s
+                    .pins
+                    .find(|p| p.alloc == idx && !p.persistent && !p.called);
+                match p {
+                    Some(p) => {
+                        s.free_callbacks += 1;
+                        s.pins.get_mut(p).map(|pin| {
+                            pin.called = true;
+                            (p, pin.callback, pin.data)
+                        })
+                    }
+                    None => None,
+                }
+            };
+            let Some((p, callback, data)) = next else {
+                break;
+            };
+            if let Some(cb) = callback {
+                self.run_free_callback(cb, data);
+            }
+            self.state().teardown_pin(p);
+        }
+        self.end_free_callbacks();
+        self.state().release_memory_if_unused(idx);
     }
 }

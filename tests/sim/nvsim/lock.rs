@@ -1,11 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The simulated driver's global API lock (the "RM API lock") and the state
-//! it protects.  The lock is a real kernel mutex (lockdep sees it, named
-//! `nvidia_p2p_sim_api_lock`), held across get_pages, put_pages,
-//! dma_map_pages, dma_unmap_pages and across every free callback, exactly as
-//! the real driver holds its lock.  Two things a plain mutex would turn into
-//! hangs are reported instead:
+//! The simulated driver's two locks and the state they protect.
+//!
+//! - The global API lock (the "RM API lock"): a real kernel mutex (lockdep
+//!   sees it, named `nvidia_p2p_sim_api_lock`), held across get_pages,
+//!   put_pages, the middle of dma_map_pages and every free callback, as the
+//!   real driver holds its lock.  `dma_unmap_pages` does not take it, and
+//!   `dma_map_pages` runs its prologue (reading the table and the
+//!   allocation's bookkeeping) before taking it and its epilogue (linking
+//!   the mapping) after dropping it: exactly the windows in which a
+//!   concurrent cudaFree frees what those calls use.
+//! - The bookkeeping lock (`nvidia_p2p_sim_state_lock`): the simulator's
+//!   own leaf lock around `GpuState`, held only for short updates, never
+//!   while calling a client.
+//!
+//! Two things a plain mutex would turn into hangs are reported instead:
 //! - a call from inside a free callback on the same task (the real driver
 //!   would deadlock on itself) is refused with -EDEADLK;
 //! - a call from another task that waits more than `callback_timeout_ms`
@@ -18,15 +27,16 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use kernel::prelude::*;
 
 use crate::gpu::GpuState;
-use crate::sys::{self, api_mutex, errno};
+use crate::sys::{self, api_mutex, errno, state_mutex};
 use crate::violation::{self, Call, Kind};
 
-/// The lock and its state.
+/// The locks and the state.
 ///
 /// # Invariants
 ///
-/// `state` is only accessed through an [`ApiGuard`], which exists only while
-/// the C mutex `nvidia_p2p_sim_api_lock` is held.
+/// `state` is only accessed through a [`StateGuard`], which exists only
+/// while the C mutex `nvidia_p2p_sim_state_lock` is held; an [`ApiGuard`]
+/// exists only while `nvidia_p2p_sim_api_lock` is held.
 pub(crate) struct Api {
     state: UnsafeCell<GpuState>,
     /// The task running a free callback (0: none).
@@ -34,11 +44,11 @@ pub(crate) struct Api {
     /// When that callback started (jiffies).
     callback_since: AtomicU64,
     /// Bumped each time a page table or mapping is retired; a call that
-    /// read a smaller value before waiting for the lock raced with it.
+    /// read a smaller value before waiting for a lock raced with it.
     retire_seq: AtomicU64,
 }
 
-// SAFETY: `state` is only reached under the mutex (type invariant); the
+// SAFETY: `state` is only reached under its mutex (type invariant); the
 // other fields are atomics.
 unsafe impl Sync for Api {}
 
@@ -51,11 +61,10 @@ pub(crate) static API: Api = Api {
 };
 
 impl Api {
-    /// Takes the lock for API function `call`, refusing with -EDEADLK (and a
-    /// counted violation) where the real driver would deadlock.
-    pub(crate) fn lock_for(&self, call: Call) -> Result<ApiGuard<'_>> {
-        let me = sys::current_task();
-        if self.callback_task.load(Ordering::Acquire) == me {
+    /// Refuses (with a counted violation) a call of API function `call`
+    /// from inside a free callback: the real driver would deadlock.
+    pub(crate) fn not_in_callback(&self, call: Call) -> Result {
+        if self.callback_task.load(Ordering::Acquire) == sys::current_task() {
             violation::report(
                 call.in_callback_kind(),
                 format_args!(
@@ -65,6 +74,13 @@ impl Api {
             );
             return Err(sys::err(errno::EDEADLK));
         }
+        Ok(())
+    }
+
+    /// Takes the API lock for API function `call`, refusing with -EDEADLK
+    /// (and a counted violation) where the real driver would deadlock.
+    pub(crate) fn lock_for(&self, call: Call) -> Result<ApiGuard<'_>> {
+        self.not_in_callback(call)?;
         loop {
             if self.callback_task.load(Ordering::Acquire) == 0 {
                 api_mutex::lock();
@@ -91,30 +107,49 @@ impl Api {
         Ok(ApiGuard { api: self })
     }
 
-    /// Takes the lock for the simulator's own work (allocation, free,
-    /// queries); never refused.
+    /// Takes the API lock for the simulator's own work (cudaFree); never
+    /// refused.
     pub(crate) fn lock(&self) -> ApiGuard<'_> {
         api_mutex::lock();
         // INVARIANT: the mutex is held.
         ApiGuard { api: self }
     }
 
-    /// The retire sequence number now (read before waiting for the lock).
+    /// Takes the bookkeeping lock (a leaf: call nothing outside the
+    /// simulator while holding it).
+    pub(crate) fn state(&self) -> StateGuard<'_> {
+        state_mutex::lock();
+        // INVARIANT: the mutex is held.
+        StateGuard { api: self }
+    }
+
+    /// The retire sequence number now (read when a call starts).
     pub(crate) fn retire_seq(&self) -> u64 {
         self.retire_seq.load(Ordering::Acquire)
     }
+
+    /// Takes the next retire sequence number.
+    pub(crate) fn next_retire_seq(&self) -> u64 {
+        self.retire_seq.fetch_add(1, Ordering::AcqRel) + 1
+    }
 }
 
-/// Proof that the API lock is held; gives access to the state.
+/// Proof that the API lock is held.
 pub(crate) struct ApiGuard<'a> {
     api: &'a Api,
 }
 
-impl ApiGuard<'_> {
-    /// Runs a client's free callback with the lock held, marking the current
-    /// task as "inside a free callback" meanwhile.
-    /// The mark stays until `end_free_callbacks`, so a task waiting for the
-    /// lock between two callbacks of one teardown keeps polling.
+impl<'a> ApiGuard<'a> {
+    /// The bookkeeping lock, taken under the API lock.
+    pub(crate) fn state(&self) -> StateGuard<'a> {
+        self.api.state()
+    }
+
+    /// Runs a client's free callback with the API lock held (and the
+    /// bookkeeping lock not held), marking the current task as "inside a
+    /// free callback" meanwhile.  The mark stays until `end_free_callbacks`,
+    /// so a task waiting for the lock between two callbacks of one teardown
+    /// keeps polling.
     pub(crate) fn run_free_callback(&mut self, callback: FreeCallback, data: usize) {
         self.api
             .callback_since
@@ -129,14 +164,28 @@ impl ApiGuard<'_> {
     pub(crate) fn end_free_callbacks(&mut self) {
         self.api.callback_task.store(0, Ordering::Release);
     }
+}
 
-    /// Takes the next retire sequence number.
-    pub(crate) fn next_retire_seq(&mut self) -> u64 {
-        self.api.retire_seq.fetch_add(1, Ordering::AcqRel) + 1
+impl Drop for ApiGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the guard exists only while this task holds the mutex.
+        unsafe { api_mutex::unlock() }
     }
 }
 
-impl Deref for ApiGuard<'_> {
+/// Proof that the bookkeeping lock is held; gives access to the state.
+pub(crate) struct StateGuard<'a> {
+    api: &'a Api,
+}
+
+impl StateGuard<'_> {
+    /// Takes the next retire sequence number.
+    pub(crate) fn next_retire_seq(&mut self) -> u64 {
+        self.api.next_retire_seq()
+    }
+}
+
+impl Deref for StateGuard<'_> {
     type Target = GpuState;
 
     fn deref(&self) -> &GpuState {
@@ -146,17 +195,17 @@ impl Deref for ApiGuard<'_> {
     }
 }
 
-impl DerefMut for ApiGuard<'_> {
+impl DerefMut for StateGuard<'_> {
     fn deref_mut(&mut self) -> &mut GpuState {
         // SAFETY: as in `deref`; `&mut self` makes this reference unique.
         unsafe { &mut *self.api.state.get() }
     }
 }
 
-impl Drop for ApiGuard<'_> {
+impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         // SAFETY: the guard exists only while this task holds the mutex.
-        unsafe { api_mutex::unlock() }
+        unsafe { state_mutex::unlock() }
     }
 }
 

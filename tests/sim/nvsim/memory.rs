@@ -2,9 +2,12 @@
 
 //! Simulated device memory: an allocation's 64 KiB GPU pages, backed by real
 //! pages so that physical (and, here, DMA) addresses are real, placed
-//! according to a layout so SG coalescing in a client is testable.
+//! according to a layout so SG coalescing in a client is testable -- or,
+//! for huge allocations, not backed at all (`sparse`): synthetic bus
+//! addresses far above any RAM, computed, never stored per page.
 
 use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use crate::sys::{self, PageBlock};
@@ -25,6 +28,9 @@ pub(crate) enum Layout {
     Fragmented(usize),
     /// Every GPU page apart and in random order.
     Shuffled,
+    /// No backing pages; synthetic bus addresses, contiguous (0) or with a
+    /// one-page gap after every this many pages.
+    Sparse(usize),
 }
 
 impl Layout {
@@ -37,6 +43,7 @@ impl Layout {
                 _ => Err(EINVAL),
             },
             crate::bindings::NVSIM_LAYOUT_SHUFFLED => Ok(Layout::Shuffled),
+            crate::bindings::NVSIM_LAYOUT_SPARSE => Ok(Layout::Sparse(run_pages as usize)),
             _ => Err(EINVAL),
         }
     }
@@ -48,16 +55,26 @@ impl fmt::Display for Layout {
             Layout::Contiguous => f.write_str("contiguous"),
             Layout::Fragmented(n) => write!(f, "fragmented:{n}"),
             Layout::Shuffled => f.write_str("shuffled"),
+            Layout::Sparse(0) => f.write_str("sparse"),
+            Layout::Sparse(n) => write!(f, "sparse:{n}"),
         }
     }
 }
 
+/// Where sparse allocations' synthetic bus addresses start (far above the
+/// VM's RAM), and how far apart two sparse allocations are.
+const SPARSE_BASE: u64 = 1 << 52;
+const SPARSE_STRIDE: u64 = 1 << 41;
+static SPARSE_NEXT: AtomicU64 = AtomicU64::new(0);
+
 /// The GPU pages of one allocation.
 pub(crate) struct Memory {
-    /// The blocks backing the pages (freed on drop).
+    /// The blocks backing the pages (freed on drop; none when sparse).
     blocks: KVec<PageBlock>,
-    /// The physical address of each GPU page, in VA order.
-    pages: KVec<u64>,
+    /// The physical address of each GPU page, in VA order (not when sparse).
+    pages: KVVec<u64>,
+    /// Sparse: (first bus address, pages per run or 0, number of pages).
+    sparse: Option<(u64, usize, usize)>,
 }
 
 /// The order of a block holding `n` GPU pages (n a power of two or not).
@@ -68,11 +85,21 @@ fn order_for(n: usize) -> u32 {
 impl Memory {
     /// Allocates `npages` GPU pages placed as `layout` says.
     pub(crate) fn new(npages: usize, layout: Layout) -> Result<Self> {
+        if let Layout::Sparse(run) = layout {
+            let n = SPARSE_NEXT.fetch_add(1, Ordering::Relaxed) % 1024;
+            return Ok(Memory {
+                blocks: KVec::new(),
+                pages: KVVec::new(),
+                sparse: Some((SPARSE_BASE + n * SPARSE_STRIDE, run, npages)),
+            });
+        }
         let mut m = Memory {
             blocks: KVec::new(),
-            pages: KVec::with_capacity(npages, GFP_KERNEL)?,
+            pages: KVVec::with_capacity(npages, GFP_KERNEL)?,
+            sparse: None,
         };
         match layout {
+            Layout::Sparse(_) => {}
             Layout::Contiguous => m.fill_contiguous(npages)?,
             Layout::Fragmented(run) => m.fill_runs(npages, run)?,
             Layout::Shuffled => {
@@ -160,17 +187,58 @@ impl Memory {
         }
     }
 
-    /// The physical address of each GPU page, in VA order.
-    pub(crate) fn pages(&self) -> &[u64] {
-        &self.pages
+    /// The number of GPU pages.
+    pub(crate) fn npages(&self) -> usize {
+        match self.sparse {
+            Some((_, _, n)) => n,
+            None => self.pages.len(),
+        }
+    }
+
+    /// The bus address of GPU page `i`.
+    pub(crate) fn page(&self, i: usize) -> Option<u64> {
+        match self.sparse {
+            Some((base, run, n)) if i < n => {
+                let gaps = if run == 0 { 0 } else { i / run };
+                Some(base + (i + gaps) as u64 * GPU_PAGE)
+            }
+            Some(_) => None,
+            None => self.pages.get(i).copied(),
+        }
+    }
+
+    /// The contiguous runs `(start, end)` of pages `first..first + n`.
+    pub(crate) fn runs_of(&self, first: usize, n: usize) -> Result<KVVec<(u64, u64)>> {
+        let mut v: KVVec<(u64, u64)> = KVVec::new();
+        for i in first..first + n {
+            let a = self.page(i).ok_or(EINVAL)?;
+            match v.last_mut() {
+                Some(last) if last.1 == a => last.1 = a + GPU_PAGE,
+                _ => v.push((a, a + GPU_PAGE), GFP_KERNEL)?,
+            }
+        }
+        Ok(v)
     }
 
     /// How many physically contiguous runs the pages form.
     pub(crate) fn runs(&self) -> usize {
-        let p = self.pages();
-        if p.is_empty() {
-            return 0;
+        if let Some((_, run, n)) = self.sparse {
+            return if run == 0 {
+                usize::from(n > 0)
+            } else {
+                n.div_ceil(run)
+            };
         }
-        1 + p.windows(2).filter(|w| w[1] != w[0] + GPU_PAGE).count()
+        let n = self.npages();
+        let mut runs = 0;
+        let mut prev = None;
+        for i in 0..n {
+            let a = self.page(i);
+            if i == 0 || a != prev.map(|p| p + GPU_PAGE) {
+                runs += 1;
+            }
+            prev = a;
+        }
+        runs
     }
 }

@@ -13,7 +13,9 @@ mod bindings;
 mod control;
 mod entry;
 mod gpu;
+mod hooks;
 mod lock;
+mod mapping;
 mod memory;
 mod query;
 mod retired;
@@ -35,7 +37,7 @@ struct NvidiaP2pSim;
 
 impl kernel::Module for NvidiaP2pSim {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        sys::chardev_register()?;
+        sys::init()?;
         pr_info!(
             "simulated GPU ready: /dev/nvidia_p2p_sim, page tables v{:#010x}\n",
             sys::param::pt_version()
@@ -46,8 +48,8 @@ impl kernel::Module for NvidiaP2pSim {
 
 impl Drop for NvidiaP2pSim {
     fn drop(&mut self) {
-        sys::chardev_unregister();
-        lock::API.lock().shutdown();
+        sys::exit();
+        lock::API.state().shutdown();
         pr_info!("simulated GPU removed\n");
     }
 }

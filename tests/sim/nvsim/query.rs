@@ -8,33 +8,48 @@ use kernel::prelude::*;
 
 use crate::bindings::sim_range;
 use crate::gpu::{Fault, FAULT_SITES};
-use crate::lock::ApiGuard;
+use crate::lock::StateGuard;
 use crate::memory::GPU_PAGE;
 use crate::sys;
 use crate::text::Text;
-use crate::violation::{self, CALLS, KINDS};
+use crate::violation::{self, CALLS, EVENTS, KINDS};
 
 /// The fault injection sites' names, as in `struct nvsim_fault`.
 const SITE_NAMES: [&str; FAULT_SITES] = ["get_pages", "dma_map_pages", "get_pages_persistent"];
 
-impl ApiGuard<'_> {
+impl StateGuard<'_> {
     /// Ok if every range lies in live, pinned, DMA-mapped GPU memory.
     pub(crate) fn dma_live(&self, ranges: &[sim_range]) -> Result {
-        let mut live = KVec::new();
+        // The runs of every mapped pin, sorted and merged.
+        let mut runs: KVVec<(u64, u64)> = KVVec::new();
+        let mut seen: KVVec<usize> = KVVec::new();
         for (_, m) in self.maps.iter() {
+            if seen.iter().any(|&p| p == m.pin) {
+                continue;
+            }
+            seen.push(m.pin, GFP_KERNEL)?;
             if let Some(p) = self.pins.get(m.pin) {
-                live.extend_from_slice(&p.dma, GFP_KERNEL)?;
+                runs.extend_from_slice(&p.runs, GFP_KERNEL)?;
             }
         }
-        heap_sort(&mut live);
+        heap_sort(&mut runs);
+        let mut merged: KVVec<(u64, u64)> = KVVec::new();
+        for &(s, e) in runs.iter() {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e), GFP_KERNEL)?,
+            }
+        }
         for r in ranges {
             let end = r.addr.checked_add(r.len).ok_or(EFAULT)?;
-            let mut page = r.addr - r.addr % GPU_PAGE;
-            while page < end {
-                if live.binary_search(&page).is_err() {
-                    return Err(EFAULT);
-                }
-                page += GPU_PAGE;
+            // The last run starting at or below the range's start.
+            let i = match merged.binary_search_by(|&(s, _)| s.cmp(&r.addr)) {
+                Ok(i) => i,
+                Err(0) => return Err(EFAULT),
+                Err(i) => i - 1,
+            };
+            if merged.get(i).is_none_or(|&(_, e)| end > e) {
+                return Err(EFAULT);
             }
         }
         Ok(())
@@ -48,7 +63,7 @@ impl ApiGuard<'_> {
             .ok_or(ENOENT)?;
         let a = self.allocs.get(idx).ok_or(ENOENT)?;
         let off = va - a.va;
-        let page = a.mem.pages().get((off / GPU_PAGE) as usize).ok_or(ENOENT)?;
+        let page = a.mem.page((off / GPU_PAGE) as usize).ok_or(ENOENT)?;
         Ok(page + off % GPU_PAGE)
     }
 
@@ -72,6 +87,9 @@ impl ApiGuard<'_> {
         self.free_callbacks = 0;
         self.raced = 0;
         self.injected = 0;
+        for (e, _) in EVENTS {
+            e.reset();
+        }
     }
 
     /// The "key=value" report of `simctl gpu stats`.
@@ -102,6 +120,15 @@ impl ApiGuard<'_> {
             writeln!(t, "fault.{}={}:{}", name, f.count, f.err)?;
         }
         writeln!(t, "delay_us_per_page={}", self.delay_us)?;
+        writeln!(
+            t,
+            "persistent_supported={}",
+            u8::from(sys::param::persistent_supported())
+        )?;
+        for (e, name) in EVENTS {
+            writeln!(t, "{}={}", name, e.get())?;
+        }
+        self.hooks.describe(t)?;
         let (pins, persistent, maps) = self.outstanding();
         writeln!(
             t,
@@ -130,8 +157,8 @@ impl ApiGuard<'_> {
 
 /// Sorts `v` ascending (heapsort: no allocation, and none of the core sort
 /// routines, which objtool cannot follow in a module).
-fn heap_sort(v: &mut [u64]) {
-    fn sift(v: &mut [u64], mut root: usize, end: usize) {
+fn heap_sort<T: Ord + Copy>(v: &mut [T]) {
+    fn sift<T: Ord + Copy>(v: &mut [T], mut root: usize, end: usize) {
         loop {
             let mut child = 2 * root + 1;
             if child >= end {

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Released page tables and mappings: poisoned, kept in a bounded
-//! quarantine so their addresses are not reused and a later use is
-//! recognised, and the judgement of such a use -- the documented race with a
-//! concurrent teardown (put/unmap return 0), or a violation.
+//! Released page tables and mappings: freed for real, their addresses kept
+//! in a bounded quarantine so a later use is recognised (an address the
+//! allocator hands out again leaves the quarantine), and the judgement of
+//! such a use -- the documented race with a concurrent teardown, a late
+//! put_pages (benign: it returns 0), or a violation.
 
 use kernel::prelude::*;
 
 use crate::gpu::GpuState;
-use crate::lock::ApiGuard;
-use crate::sys::{self, RawBuf};
+use crate::lock::StateGuard;
+use crate::sys;
 use crate::violation::{self, Call, Kind};
 
 /// How many released page tables/mappings stay quarantined.
@@ -24,12 +25,11 @@ pub(crate) enum Released {
     ByClient,
 }
 
-/// A released page table or mapping, poisoned, kept so its address is not
-/// reused and later uses are recognised.
+/// The address of a released (freed) page table or mapping, kept so later
+/// uses are recognised.
 pub(crate) struct Retired {
     addr: usize,
     is_table: bool,
-    _mem: RawBuf,
     how: Released,
     at: u64,
     seq: u64,
@@ -37,13 +37,12 @@ pub(crate) struct Retired {
 }
 
 impl Retired {
-    /// A released object at `addr` whose remaining memory is `mem`,
-    /// released by `how` with retire sequence number `seq`.
-    pub(crate) fn new(addr: usize, is_table: bool, mem: RawBuf, how: Released, seq: u64) -> Self {
+    /// A released object that was at `addr`, released by `how` with retire
+    /// sequence number `seq`.
+    pub(crate) fn new(addr: usize, is_table: bool, how: Released, seq: u64) -> Self {
         Self {
             addr,
             is_table,
-            _mem: mem,
             how,
             at: sys::jiffies(),
             seq,
@@ -92,9 +91,17 @@ impl GpuState {
         }
     }
 
-    /// Judges a use of released object `q` by a call that started at retire
-    /// sequence `entry_seq`; `release` is true for put/unmap.
-    fn judge(&mut self, q: usize, entry_seq: u64, release: bool) -> Stale {
+    /// A new object now lives at `addr`: an older one released there is
+    /// no longer recognisable.
+    pub(crate) fn forget_retired(&mut self, addr: usize) {
+        while let Some(i) = self.retired.find(|r| r.addr == addr) {
+            self.retired.remove(i);
+        }
+    }
+
+    /// Judges a use of released object `q` by `call`, which started at
+    /// retire sequence `entry_seq`; `release` is true for put/unmap.
+    fn judge(&mut self, call: Call, q: usize, entry_seq: u64, release: bool) -> Stale {
         let grace = sys::param::stale_grace_ms();
         let Some(r) = self.retired.get_mut(q) else {
             return Stale::Twice;
@@ -103,6 +110,9 @@ impl GpuState {
             Released::ByClient if release => Stale::Twice,
             Released::ByClient => Stale::AfterPut,
             Released::ByCallback if release && r.releases > 0 => Stale::Twice,
+            // A put_pages of a table the driver freed after the callback
+            // finds no pin and returns 0: benign, whenever it comes.
+            Released::ByCallback if matches!(call, Call::PutPages) => Stale::Race,
             Released::ByCallback if r.seq > entry_seq || sys::msecs_since(r.at) < grace => {
                 Stale::Race
             }
@@ -144,7 +154,7 @@ fn stale_kind(s: &Stale, release: bool) -> Option<Kind> {
     }
 }
 
-impl ApiGuard<'_> {
+impl StateGuard<'_> {
     pub(crate) fn stale(
         &mut self,
         call: Call,
@@ -153,7 +163,7 @@ impl ApiGuard<'_> {
         release: bool,
         what: &str,
     ) -> Result {
-        let verdict = self.judge(q, entry_seq, release);
+        let verdict = self.judge(call, q, entry_seq, release);
         match stale_kind(&verdict, release) {
             None if release => Ok(()),
             None => Err(EINVAL),

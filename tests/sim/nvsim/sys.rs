@@ -6,7 +6,7 @@
 //! crate's FFI boundary for kernel services: every call into C other than
 //! the exported API lives here.
 
-use core::ffi::CStr;
+use core::ffi::{c_void, CStr};
 use core::ptr::NonNull;
 use kernel::prelude::*;
 
@@ -133,6 +133,28 @@ pub(crate) fn is_pci(peer: NonNull<b::pci_dev>) -> bool {
     unsafe { b::nvsim_glue_is_pci(peer.as_ptr()) }
 }
 
+/// The simulator's bookkeeping lock (a C mutex, a leaf).  Only `lock::Api`
+/// uses these.
+pub(crate) mod state_mutex {
+    use super::b;
+
+    /// Blocks until the lock is held.
+    pub(crate) fn lock() {
+        // SAFETY: may sleep; callers run in process context.
+        unsafe { b::nvsim_glue_state_lock() }
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    ///
+    /// The current task holds the lock.
+    pub(crate) unsafe fn unlock() {
+        // SAFETY: the caller holds the lock.
+        unsafe { b::nvsim_glue_state_unlock() }
+    }
+}
+
 /// The driver's global API lock (a C mutex, so lockdep tracks it).  Only
 /// `lock::Api` uses these.
 pub(crate) mod api_mutex {
@@ -203,11 +225,13 @@ impl Drop for PageBlock {
     }
 }
 
-/// Zeroed kernel memory (kzalloc) holding one ABI object handed to clients.
+/// Zeroed kernel memory (kvzalloc: kmalloc, or vmalloc for big arrays)
+/// holding one ABI object handed to clients.  Freed for real on drop, so a
+/// client reading it afterwards is a KASAN report.
 ///
 /// # Invariants
 ///
-/// `ptr` points to `size` bytes from `kzalloc`, freed exactly once, on drop.
+/// `ptr` points to `size` bytes from `kvzalloc`, freed exactly once, on drop.
 pub(crate) struct RawBuf {
     ptr: NonNull<u8>,
     size: usize,
@@ -220,7 +244,7 @@ impl RawBuf {
     /// Allocates `size` zeroed bytes (at least 8-byte aligned, as kmalloc).
     pub(crate) fn new(size: usize) -> Result<Self> {
         // SAFETY: no preconditions; may sleep (GFP_KERNEL).
-        let p = unsafe { b::nvsim_glue_kzalloc(size) };
+        let p = unsafe { b::nvsim_glue_kvzalloc(size.max(1)) };
         let ptr = NonNull::new(p.cast::<u8>()).ok_or(ENOMEM)?;
         Ok(Self { ptr, size })
     }
@@ -239,8 +263,8 @@ impl RawBuf {
 
 impl Drop for RawBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated by kzalloc and freed only here (invariant).
-        unsafe { b::kfree(self.ptr.as_ptr().cast()) }
+        // SAFETY: allocated by kvzalloc and freed only here (invariant).
+        unsafe { b::nvsim_glue_kvfree(self.ptr.as_ptr().cast()) }
     }
 }
 
@@ -279,16 +303,24 @@ impl Drop for Symbol {
     }
 }
 
-/// Registers `/dev/nvidia_p2p_sim`.
-pub(crate) fn chardev_register() -> Result {
+/// Module init: the free hooks' work queue and `/dev/nvidia_p2p_sim`.
+pub(crate) fn init() -> Result {
     // SAFETY: called once at module init.
-    kernel::error::to_result(unsafe { b::nvsim_glue_chardev_register() })
+    kernel::error::to_result(unsafe { b::nvsim_glue_init() })
 }
 
-/// Removes `/dev/nvidia_p2p_sim` (after a successful register).
-pub(crate) fn chardev_unregister() {
-    // SAFETY: called once at module exit, after a successful register.
-    unsafe { b::nvsim_glue_chardev_unregister() }
+/// Module exit (after a successful `init`): removes the device, then waits
+/// for hook jobs still queued.
+pub(crate) fn exit() {
+    // SAFETY: called once at module exit, after a successful init.
+    unsafe { b::nvsim_glue_exit() }
+}
+
+/// Runs `f(arg)` on the driver's work queue (a kernel worker).
+pub(crate) fn run_async(f: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) -> Result {
+    // SAFETY: the work queue calls `f(arg)` once; `f`'s contract is the
+    // caller's business (hooks.rs).
+    kernel::error::to_result(unsafe { b::nvsim_glue_run_async(Some(f), arg) })
 }
 
 /// Tells peer_core_sim (if loaded) that GPU memory was freed, so it checks

@@ -52,10 +52,13 @@ pub(crate) enum Kind {
     CallbackDeadlock,
     /// Pins still outstanding when the driver is unloaded.
     PinsAtUnload,
+    /// A free callback returned while a `dma_unmap_pages` of the pin's
+    /// mapping was still in flight: the driver frees what the unmap uses.
+    UnmapInFlightAtFree,
 }
 
 /// Every kind, in counter order.
-pub(crate) const KINDS: [Kind; 16] = [
+pub(crate) const KINDS: [Kind; 17] = [
     Kind::Misaligned,
     Kind::ForeignVa,
     Kind::NullCallback,
@@ -72,6 +75,7 @@ pub(crate) const KINDS: [Kind; 16] = [
     Kind::BadArgs,
     Kind::CallbackDeadlock,
     Kind::PinsAtUnload,
+    Kind::UnmapInFlightAtFree,
 ];
 
 impl Kind {
@@ -94,6 +98,7 @@ impl Kind {
             Kind::BadArgs => c"bad_args",
             Kind::CallbackDeadlock => c"callback_deadlock",
             Kind::PinsAtUnload => c"pins_at_unload",
+            Kind::UnmapInFlightAtFree => c"unmap_in_flight_at_free",
         }
     }
 
@@ -180,6 +185,46 @@ impl Call {
     /// The function's name.
     pub(crate) fn name(self) -> &'static str {
         CALLS[self as usize].1
+    }
+}
+
+/// An event the driver counts (not a violation).
+#[derive(Clone, Copy)]
+#[repr(usize)]
+pub(crate) enum Event {
+    /// A non-persistent put_pages from a process other than the pinning
+    /// one (or a kernel thread): ignored, the pin stays armed.
+    ForeignPut,
+    /// A cudaFree freed what a dma_map_pages in its unlocked prologue or
+    /// epilogue was using (the driver's own hazard, not the client's).
+    MapRacedFree,
+    /// A free hook ran.
+    HookFree,
+}
+
+/// Every event with its name, in counter order.
+pub(crate) const EVENTS: [(Event, &str); 3] = [
+    (Event::ForeignPut, "foreign_puts"),
+    (Event::MapRacedFree, "map_raced_free"),
+    (Event::HookFree, "hook_frees"),
+];
+
+static EVENT_COUNTS: [AtomicU64; EVENTS.len()] = [const { AtomicU64::new(0) }; EVENTS.len()];
+
+impl Event {
+    /// Counts one event.
+    pub(crate) fn count(self) {
+        EVENT_COUNTS[self as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The events counted so far.
+    pub(crate) fn get(self) -> u64 {
+        EVENT_COUNTS[self as usize].load(Ordering::Relaxed)
+    }
+
+    /// Zeroes the counter.
+    pub(crate) fn reset(self) {
+        EVENT_COUNTS[self as usize].store(0, Ordering::Relaxed);
     }
 }
 

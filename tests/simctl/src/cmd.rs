@@ -72,6 +72,9 @@ pub fn run(dev: &Devices, w: &[String], out: &dyn Fn(String)) -> Result<Captured
             Ok(None)
         }
         ("check", _) => check(dev, &w[1..], out).map(|()| None),
+        ("fork", _) => crate::proc::fork_run(dev, &w[1..], out).map(|()| None),
+        ("handoff", s) => crate::proc::handoff(dev, sim(s)?).map(|()| None),
+        ("send-fd", s) => crate::proc::send_fd(dev, sim(s)?).map(|()| None),
         ("write", path) => {
             let v = w.get(2).ok_or_else(|| usage("write PATH VALUE"))?;
             std::fs::write(path, v).map_err(os(path))?;
@@ -109,11 +112,18 @@ fn layout(s: &str) -> Result<(u32, u32), CmdError> {
         None if s == "contiguous" => Ok((LAYOUT_CONTIGUOUS, 0)),
         None if s == "shuffled" => Ok((LAYOUT_SHUFFLED, 0)),
         None if s == "fragmented" => Ok((LAYOUT_FRAGMENTED, 1)),
+        None if s == "sparse" => Ok((LAYOUT_SPARSE, 0)),
+        Some(("sparse", k)) => Ok((
+            LAYOUT_SPARSE,
+            num::parse(k).ok_or_else(|| usage("sparse:K"))? as u32,
+        )),
         Some(("fragmented", k)) => Ok((
             LAYOUT_FRAGMENTED,
             num::parse(k).ok_or_else(|| usage("fragmented:K"))? as u32,
         )),
-        _ => Err(usage("LAYOUT: contiguous | fragmented:K | shuffled")),
+        _ => Err(usage(
+            "LAYOUT: contiguous | fragmented:K | shuffled | sparse[:K]",
+        )),
     }
 }
 
@@ -121,6 +131,8 @@ fn layout_name(l: u32, k: u32) -> String {
     match l {
         LAYOUT_CONTIGUOUS => "contiguous".into(),
         LAYOUT_FRAGMENTED => format!("fragmented:{k}"),
+        LAYOUT_SPARSE if k == 0 => "sparse".into(),
+        LAYOUT_SPARSE => format!("sparse:{k}"),
         _ => "shuffled".into(),
     }
 }
@@ -197,13 +209,31 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
                 .map_err(os("gpu delay"))?;
             Ok(None)
         }
+        "hook" => {
+            let u = "gpu hook map_prologue|map_epilogue|unmap|none [COUNT] [WAIT_MS]";
+            let site = match a.first().map(String::as_str) {
+                Some("map_prologue") => HOOK_MAP_PROLOGUE,
+                Some("map_epilogue") => HOOK_MAP_EPILOGUE,
+                Some("unmap") => HOOK_UNMAP,
+                _ => return Err(usage(u)),
+            };
+            let mut arg = NvsimHook {
+                site,
+                count: a.get(1).map_or(Ok(1), |_| number(a.get(1), u))? as u32,
+                wait_ms: a.get(2).map_or(Ok(0), |_| number(a.get(2), u))? as u32,
+                reserved: 0,
+            };
+            dev.ioctl(g, NVSIM_IOC_HOOK, &mut arg)
+                .map_err(os("gpu hook"))?;
+            Ok(None)
+        }
         "reset" => dev
             .ioctl_none(g, NVSIM_IOC_RESET)
             .map(|()| None)
             .map_err(os("gpu reset")),
         "stats" => stats(dev, g, None, out),
         "get" => stats(dev, g, a.first(), out),
-        _ => Err(usage("gpu alloc|free|fault|delay|stats|get|reset")),
+        _ => Err(usage("gpu alloc|free|fault|delay|hook|stats|get|reset")),
     }
 }
 
@@ -282,8 +312,7 @@ fn core(
     let handle = |what: &str| number(a.first(), what).map(|h| h as u32);
     match sub {
         "reg" => {
-            let u =
-                "core reg VA LEN [--access rw|ro|N] [--hook STEP:ACTION[:MS[:VA]]] [--sg-max N]";
+            let u = "core reg VA LEN [--access rw|ro|N] [--hook STEP:ACTION[:MS[:VA]]] [--sg-max N] [--qp]";
             let mut r = PcsimReg {
                 va: number(a.first(), u)?,
                 len: number(a.get(1), u)?,
@@ -293,6 +322,11 @@ fn core(
             let mut sg_max = 4096u32;
             let mut i = 2;
             while let Some(x) = a.get(i) {
+                if x == "--qp" {
+                    r.flags |= REG_QP_BUFFER;
+                    i += 1;
+                    continue;
+                }
                 let v = a.get(i + 1).ok_or_else(|| usage(u))?;
                 match x.as_str() {
                     "--access" => r.access = access(v)?,
@@ -327,6 +361,16 @@ fn core(
             dev.ioctl(c, PCSIM_IOC_DEREG, &mut h)
                 .map_err(os("core dereg"))?;
             out(format!("dereg handle={}", h.handle));
+            Ok(None)
+        }
+        "disassociate" => {
+            let mut h = PcsimHandle {
+                handle: handle("core disassociate HANDLE")?,
+                reserved: 0,
+            };
+            dev.ioctl(c, PCSIM_IOC_DISASSOCIATE, &mut h)
+                .map_err(os("core disassociate"))?;
+            out(format!("disassociated handle={}", h.handle));
             Ok(None)
         }
         "dma-check" | "dma_check" => {
@@ -368,7 +412,9 @@ fn core(
             .map_err(os("core reset")),
         "stats" => stats(dev, c, None, out),
         "get" => stats(dev, c, a.first(), out),
-        _ => Err(usage("core reg|dereg|dma-check|query|stats|get|reset")),
+        _ => Err(usage(
+            "core reg|dereg|disassociate|dma-check|query|stats|get|reset",
+        )),
     }
 }
 

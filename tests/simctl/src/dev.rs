@@ -75,6 +75,12 @@ impl Devices {
         self.get(sim).map(|_| ())
     }
 
+    /// The raw fd of `sim`'s control file, if open.
+    pub fn raw_fd(&self, sim: Sim) -> Option<i32> {
+        let slot = self.slot(sim).lock().unwrap_or_else(|e| e.into_inner());
+        slot.as_ref().map(|f| f.as_raw_fd())
+    }
+
     /// Closes `sim`'s control file (once no thread uses it any more).
     pub fn close(&self, sim: Sim) {
         let f = self

@@ -9,10 +9,13 @@
 //! ```text
 //! gpu alloc LEN [contiguous|fragmented:K|shuffled] [--at VA]   -> alloc va=...
 //! gpu free VA | gpu fault get_pages|dma_map|persistent N [ERRNO]
+//! gpu hook map_prologue|map_epilogue|unmap [COUNT] [WAIT_MS]
 //! gpu delay US_PER_PAGE | gpu stats | gpu get KEY | gpu reset
 //! core reg VA LEN [--access rw|ro|N] [--hook STEP:ACTION[:MS[:VA]]] [--sg-max N]
 //!      -> reg handle=H client=... core_context=N page_size=... nents=N; sg ... lines
 //! core dereg H | core dma-check H | core query H | core stats | core get KEY | core reset
+//! core disassociate H | core reg ... --qp
+//! fork COMMAND... | handoff gpu|core | send-fd gpu|core
 //! open gpu|core | close gpu|core | check [KIND=N|KIND+]... | write PATH VALUE | read PATH
 //! sleep MS | echo TEXT
 //! ```
@@ -22,6 +25,7 @@
 mod cmd;
 mod dev;
 mod num;
+mod proc;
 mod script;
 mod uapi;
 

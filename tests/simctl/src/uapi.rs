@@ -35,6 +35,7 @@ pub struct SimText {
 pub const LAYOUT_CONTIGUOUS: u32 = 0;
 pub const LAYOUT_FRAGMENTED: u32 = 1;
 pub const LAYOUT_SHUFFLED: u32 = 2;
+pub const LAYOUT_SPARSE: u32 = 3;
 
 #[repr(C)]
 #[derive(Default, Clone, Copy, Debug)]
@@ -78,6 +79,21 @@ pub const NVSIM_IOC_DELAY: u64 = iow::<NvsimDelay>(b'N', 4);
 pub const NVSIM_IOC_STATS: u64 = iowr::<SimText>(b'N', 5);
 pub const NVSIM_IOC_RESET: u64 = io(b'N', 6);
 
+pub const HOOK_MAP_PROLOGUE: u32 = 1;
+pub const HOOK_MAP_EPILOGUE: u32 = 2;
+pub const HOOK_UNMAP: u32 = 3;
+
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct NvsimHook {
+    pub site: u32,
+    pub count: u32,
+    pub wait_ms: u32,
+    pub reserved: u32,
+}
+
+pub const NVSIM_IOC_HOOK: u64 = iow::<NvsimHook>(b'N', 7);
+
 pub const STEP_NONE: u32 = 0;
 pub const STEP_AFTER_ACQUIRE: u32 = 1;
 pub const STEP_AFTER_GET_PAGES: u32 = 2;
@@ -117,7 +133,12 @@ pub struct PcsimReg {
     pub core_context: u32,
     pub page_size: u64,
     pub client: [u8; NAME_MAX],
+    pub flags: u32,
+    pub reserved: u32,
 }
+
+/// `PcsimReg::flags`: a QP/CQ buffer (invalidation clients not asked).
+pub const REG_QP_BUFFER: u32 = 1;
 
 impl Default for PcsimReg {
     fn default() -> Self {
@@ -136,6 +157,8 @@ impl Default for PcsimReg {
             core_context: 0,
             page_size: 0,
             client: [0; NAME_MAX],
+            flags: 0,
+            reserved: 0,
         }
     }
 }
@@ -166,6 +189,7 @@ pub const PCSIM_IOC_DMA_CHECK: u64 = iow::<PcsimHandle>(b'P', 3);
 pub const PCSIM_IOC_STATS: u64 = iowr::<SimText>(b'P', 4);
 pub const PCSIM_IOC_RESET: u64 = io(b'P', 5);
 pub const PCSIM_IOC_QUERY: u64 = iowr::<PcsimQuery>(b'P', 6);
+pub const PCSIM_IOC_DISASSOCIATE: u64 = iow::<PcsimHandle>(b'P', 7);
 
 // The same sizes as the C header's static_asserts.
 const _: () = {
@@ -176,7 +200,8 @@ const _: () = {
     assert!(size_of::<NvsimFault>() == 16);
     assert!(size_of::<NvsimDelay>() == 8);
     assert!(size_of::<PcsimSge>() == 16);
-    assert!(size_of::<PcsimReg>() == 136);
+    assert!(size_of::<PcsimReg>() == 144);
+    assert!(size_of::<NvsimHook>() == 16);
     assert!(size_of::<PcsimHandle>() == 8);
     assert!(size_of::<PcsimQuery>() == 24);
 };
@@ -191,7 +216,8 @@ mod tests {
         assert_eq!(NVSIM_IOC_ALLOC, 0xc018_4e01);
         assert_eq!(NVSIM_IOC_FREE, 0x4008_4e02);
         assert_eq!(NVSIM_IOC_RESET, 0x0000_4e06);
-        assert_eq!(PCSIM_IOC_REG, 0xc088_5001);
+        assert_eq!(PCSIM_IOC_REG, 0xc090_5001);
+        assert_eq!(NVSIM_IOC_HOOK, 0x4010_4e07);
         assert_eq!(PCSIM_IOC_DMA_CHECK, 0x4008_5003);
     }
 }

@@ -29,6 +29,8 @@ for f in ib_register_peer_memory_client ib_unregister_peer_memory_client; do
 done
 
 # --- load without the persistent API (a driver < 535) ---------------------
+# The self-test reads the core's memory_peers counters: a core that has them.
+CORE_PARAMS="memory_peers=1 honour_unmaps=1 sg_page_shift=0"
 check "load nvidia_p2p_sim and peer_core_sim (no persistent API)" sim_load --no-persistent || finish
 check "/dev/nvidia_p2p_sim and /dev/peer_core_sim exist" test -c /dev/nvidia_p2p_sim -a -c /dev/peer_core_sim
 check "/sys/kernel/mm/memory_peers exists" test -d /sys/kernel/mm/memory_peers
@@ -46,6 +48,20 @@ check "version reads 1.0" grep -qx 1.0 $P/version
 fails_with "a second client named simclient_good is refused (NULL)" "Invalid (argument|parameters)" \
   insmod "$MODS/simclient_bad.ko" name=simclient_good
 check "... and the core says why" grep -q "a client named 'simclient_good' is already registered" <(dmesg | tail -20)
+
+# ib_umem_get charges RLIMIT_MEMLOCK before the peer path; QP/CQ buffers
+# never reach an invalidation client.
+if command -v setpriv > /dev/null && command -v prlimit > /dev/null; then
+  check "past RLIMIT_MEMLOCK without CAP_IPC_LOCK: ENOMEM; within it: fine" \
+    prlimit --memlock=1048576 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
+      "$SIMCTL" run 'A=gpu alloc 2M; !ENOMEM core reg $A 2M; H=core reg $A 512K; core dereg $H; H=core reg $A 512K; core dereg $H'
+else
+  echo "info - no setpriv/prlimit: RLIMIT_MEMLOCK not checked"
+fi
+check "a QP/CQ buffer is not offered to an invalidation client" \
+  sim_run 'A=gpu alloc 1M; core get regs_unclaimed; !EFAULT core reg $A 1M --qp; core get regs_unclaimed'
+n=($(grep -xE '[0-9]+' <<< "$SIM_OUT"))
+check "... counted as unclaimed" test "${n[1]:-x}" = "$(( ${n[0]:-0} + 1 ))"
 
 # Layouts and the SG list the HCA sees (the client coalesces contiguous pages).
 check "contiguous 2M: one SG entry" sim_run 'A=gpu alloc 2M contiguous; H=core reg $A 2M; core dereg $H'

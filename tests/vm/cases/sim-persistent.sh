@@ -6,6 +6,8 @@
 # makes them fail as on MIG, vGPU or confidential computing.
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/sim-common.inc"
+# The self-test checks the current core's behaviour, whatever the boot's variant.
+CORE_PARAMS="honour_unmaps=1 sg_page_shift=0"
 [ -x "$SIMCTL" ] || { bad "no $SIMCTL"; finish; }
 check "load the simulators with the persistent API" sim_load || finish
 check "client with persistent=1 (registers without invalidation)" sim_client good name=sim_persist persistent=1

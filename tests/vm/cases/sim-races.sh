@@ -6,6 +6,8 @@
 # violations, and (on the debug kernel) no lockdep or KASAN report.
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/sim-common.inc"
+# The self-test checks the current core's behaviour, whatever the boot's variant.
+CORE_PARAMS="honour_unmaps=1 sg_page_shift=0"
 [ -x "$SIMCTL" ] || { bad "no $SIMCTL"; finish; }
 check "load the simulators" sim_load || finish
 check "load simclient_good" sim_client good

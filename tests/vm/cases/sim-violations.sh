@@ -6,6 +6,8 @@
 # check enforces are listed in tests/sim/README.md.
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/sim-common.inc"
+# The self-test checks the current core's behaviour, whatever the boot's variant.
+CORE_PARAMS="honour_unmaps=1 sg_page_shift=0"
 [ -x "$SIMCTL" ] || { bad "no $SIMCTL"; finish; }
 sim_expect_warn
 check "load the simulators" sim_load || finish

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! DMA mappings as the real driver makes and releases them, with its
+//! windows:
+//! - `nvidia_p2p_dma_map_pages` reads the page table and the allocation's
+//!   bookkeeping *before* taking the API lock (prologue), maps under it, and
+//!   links the new mapping into the bookkeeping *after* dropping it
+//!   (epilogue).  A cudaFree in the prologue frees the table it is about to
+//!   use; one in the epilogue frees the bookkeeping it links into.  Neither
+//!   is a client's fault (the client cannot close these windows): they are
+//!   counted (`map_raced_free`), the call fails (prologue) or hands out a
+//!   mapping the teardown already freed (epilogue).
+//! - `nvidia_p2p_dma_unmap_pages` takes no API lock (only the allocation's
+//!   mapping-list lock): it may run while a free callback runs.  If the
+//!   callback returns while the unmap is still in flight, the driver frees
+//!   the bookkeeping the unmap uses: `unmap_in_flight_at_free` (gpu.rs).
+
+use core::ptr::NonNull;
+use kernel::prelude::*;
+
+use crate::abi::DmaMapping;
+use crate::bindings::{nvidia_p2p_dma_mapping, pci_dev};
+use crate::gpu::MapRec;
+use crate::lock::StateGuard;
+use crate::retired::{Found, Released};
+use crate::sys::{self, errno};
+use crate::violation::{self, Call, Event, Kind};
+
+/// What dma_map's prologue read: the pin and where a free hook frees.
+pub(crate) struct Prologue {
+    pin: usize,
+    table: usize,
+    /// The allocation's owner and VA (the free hooks free it).
+    pub(crate) owner: u32,
+    pub(crate) va: u64,
+}
+
+/// A dma_unmap in flight.
+pub(crate) struct Unmapping {
+    map: usize,
+    mapping: usize,
+    /// The allocation's owner and VA (the free hooks free it).
+    pub(crate) owner: u32,
+    pub(crate) va: u64,
+}
+
+impl StateGuard<'_> {
+    fn unknown(&self, call: Call, what: &str, ptr: usize) -> Error {
+        violation::report(
+            Kind::UnknownObject,
+            format_args!(
+                "nvidia_p2p_{}: {} {:#x} was never handed out",
+                call.name(),
+                what,
+                ptr
+            ),
+        );
+        EINVAL
+    }
+
+    /// dma_map_pages, the unlocked prologue: the page table and its pin.
+    pub(crate) fn map_prologue(&mut self, table: usize, entry_seq: u64) -> Result<Prologue> {
+        match self.find_table(table) {
+            Found::Live(p) => {
+                let pin = self.pins.get(p).ok_or(EINVAL)?;
+                let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
+                Ok(Prologue {
+                    pin: p,
+                    table,
+                    owner: a.owner,
+                    va: a.va,
+                })
+            }
+            Found::Retired(q) => self
+                .stale(Call::DmaMapPages, q, entry_seq, false, "page table")
+                .and(Err(EINVAL)),
+            Found::Unknown => Err(self.unknown(Call::DmaMapPages, "page table", table)),
+        }
+    }
+
+    /// Whether the pin the prologue found is still the live pin of `table`.
+    fn still_live(&self, pro: &Prologue) -> bool {
+        self.pins
+            .get(pro.pin)
+            .is_some_and(|p| p.table.ptr() as usize == pro.table)
+    }
+
+    /// dma_map_pages, under the API lock: builds the mapping.
+    pub(crate) fn map_locked(
+        &mut self,
+        pro: &Prologue,
+        peer: NonNull<pci_dev>,
+    ) -> Result<DmaMapping> {
+        if !self.still_live(pro) {
+            // The table was freed by a cudaFree during the prologue: the
+            // real driver now uses freed memory.  Not the client's doing.
+            Event::MapRacedFree.count();
+            pr_info!(
+                "nvidia_p2p_dma_map_pages: the page table was freed during the call (prologue)\n"
+            );
+            return Err(EINVAL);
+        }
+        let pin = self.pins.get(pro.pin).ok_or(EINVAL)?;
+        if pin.force_bar1 {
+            return Err(sys::err(errno::ENOTSUPP));
+        }
+        self.take_fault(crate::bindings::NVSIM_FAULT_DMA_MAP)?;
+        let pin = self.pins.get(pro.pin).ok_or(EINVAL)?;
+        let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
+        let first = pin.first;
+        DmaMapping::new(pin.npages, |i| a.mem.page(first + i), peer)
+    }
+
+    /// dma_map_pages, the unlocked epilogue: links the mapping into the
+    /// allocation's bookkeeping -- or, if a cudaFree tore that down
+    /// meanwhile, frees it as the teardown would have (the client receives
+    /// a mapping that is already gone, as from the real driver).
+    pub(crate) fn map_epilogue(
+        &mut self,
+        pro: &Prologue,
+        mapping: DmaMapping,
+        peer: NonNull<pci_dev>,
+    ) -> Result<*mut nvidia_p2p_dma_mapping> {
+        let ptr = mapping.ptr();
+        self.forget_retired(ptr as usize);
+        if !self.still_live(pro) || self.pins.get(pro.pin).is_some_and(|p| p.called) {
+            Event::MapRacedFree.count();
+            pr_info!(
+                "nvidia_p2p_dma_map_pages: the allocation was freed during the call (epilogue)\n"
+            );
+            self.retire_mapping(mapping, Released::ByCallback);
+            return Ok(ptr);
+        }
+        let rec = MapRec {
+            mapping,
+            pin: pro.pin,
+            peer: peer.as_ptr() as usize,
+            unmapping: false,
+        };
+        // On failure the mapping is dropped (freed) with `rec`.
+        self.maps.insert(rec)?;
+        Ok(ptr)
+    }
+
+    /// dma_unmap_pages, start: checks, and marks the mapping in flight.
+    /// `None`: a released mapping, judged (and answered) already.
+    pub(crate) fn unmap_begin(
+        &mut self,
+        peer: NonNull<pci_dev>,
+        table: usize,
+        mapping: usize,
+        entry_seq: u64,
+    ) -> Result<Option<Unmapping>> {
+        let call = Call::DmaUnmapPages;
+        match self.find_mapping(mapping) {
+            Found::Live(m) => {
+                let rec = self.maps.get(m).ok_or(EINVAL)?;
+                let pin = self.pins.get(rec.pin);
+                let owner_table = pin.map_or(0, |p| p.table.ptr() as usize);
+                if owner_table != table {
+                    violation::report(
+                        Kind::BadArgs,
+                        format_args!(
+                            "nvidia_p2p_dma_unmap_pages: mapping {:#x} is not of page table {:#x}",
+                            mapping, table
+                        ),
+                    );
+                    return Err(EINVAL);
+                }
+                if rec.peer != peer.as_ptr() as usize {
+                    violation::report(
+                        Kind::WrongPeer,
+                        format_args!("nvidia_p2p_dma_unmap_pages: mapping {:#x} was made for another peer device", mapping),
+                    );
+                    return Err(EINVAL);
+                }
+                if rec.unmapping {
+                    violation::report(
+                        Kind::DoublePut,
+                        format_args!(
+                            "nvidia_p2p_dma_unmap_pages: mapping {:#x} is being unmapped already",
+                            mapping
+                        ),
+                    );
+                    return Err(EINVAL);
+                }
+                let alloc = pin.map_or(usize::MAX, |p| p.alloc);
+                let (owner, va) = self.allocs.get(alloc).map_or((0, 0), |a| (a.owner, a.va));
+                if let Some(rec) = self.maps.get_mut(m) {
+                    rec.unmapping = true;
+                }
+                Ok(Some(Unmapping {
+                    map: m,
+                    mapping,
+                    owner,
+                    va,
+                }))
+            }
+            Found::Retired(q) => self
+                .stale(call, q, entry_seq, true, "DMA mapping")
+                .map(|()| None),
+            Found::Unknown => Err(self.unknown(call, "mapping", mapping)),
+        }
+    }
+
+    /// dma_unmap_pages, end: releases the mapping (unless the teardown of a
+    /// cudaFree freed it meanwhile, reported there).
+    pub(crate) fn unmap_end(&mut self, u: Unmapping) {
+        let same = self
+            .maps
+            .get(u.map)
+            .is_some_and(|m| m.unmapping && m.mapping.ptr() as usize == u.mapping);
+        if same {
+            self.retire_map(u.map, Released::ByClient);
+        } else {
+            self.raced += 1;
+        }
+    }
+}

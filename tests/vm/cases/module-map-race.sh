@@ -1,0 +1,24 @@
+#!/bin/bash
+# module-map-race (issue 8, defect 5): nvidia_p2p_dma_map_pages reads the
+# page table before taking the driver's API lock and links the new mapping
+# after dropping it; a cudaFree in either window (the simulated driver's
+# free hooks) is a window no client can close.  The module must make the
+# least of it: the registration fails cleanly with EFAULT, the module never
+# touches the table or mapping again (no KASAN on the debug kernel), no
+# client contract violation, nothing left pinned or mapped.  (The driver's
+# own hazard is counted by nvidia_p2p_sim as map_raced_free.)
+. "${vmstage:-/peermem}/vm/lib.sh"
+. "$CASES/module-common.inc"
+
+check "providers + peermem_rs mode=invalidate" pm_up mode=invalidate || finish
+for site in map_prologue map_epilogue; do
+  check "cudaFree in dma_map_pages' $site: ibv_reg_mr fails with EFAULT" \
+    sim_run "A=gpu alloc 2M fragmented:2; gpu hook $site 1; !EFAULT core reg \$A 2M; gpu get hook.$site; gpu get pins; gpu get mappings; gpu get allocations"
+  check "... the hook's free ran; nothing pinned, mapped or allocated" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 0,0,0,0
+  check "... and the module keeps working" \
+    sim_run 'A=gpu alloc 2M; H=core reg $A 2M; core dma-check $H; gpu free $A; !ESTALE core dma-check $H; core dereg $H'
+done
+check "the driver counted the raced calls (its hazard, not the client's)" test "$(gpu_get map_raced_free)" -ge 2
+no_leaks
+check "unload" pm_down
+finish
