@@ -297,11 +297,21 @@ impl Registration {
             (Ok(true), Ok(m)) => {
                 inner.pins.adopt_mapping(m);
             }
+            // cudaFree came during the call: the memory is gone (EFAULT, as
+            // for every step after a free), whatever the driver answered;
+            // what it mapped, if anything, is the driver's to free.
+            (Err(Refusal::Revoked), mapped) => {
+                if let Ok(m) = mapped {
+                    m.forget();
+                }
+                return Err(Self::fail(ErrorKind::Revoked, EFAULT));
+            }
             (_, Err(e)) => return Err(Self::fail(ErrorKind::DmaMap, self.driver_error(e))),
             (_, Ok(m)) => {
-                // cudaFree came during the call: the driver frees `m`.
+                // Not reached (`map_end` keeps a successful map unless
+                // revoked); the mapping is left to the driver.
                 m.forget();
-                return Err(Self::fail(ErrorKind::Revoked, EFAULT));
+                return Err(Self::fail(ErrorKind::OutOfOrder, EINVAL));
             }
         }
         // Our SG list, coalesced straight from the driver's address array

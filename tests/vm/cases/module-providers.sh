@@ -16,7 +16,11 @@ check "... one line says which symbol is missing and to load nvidia first" \
   grep -qE 'peermem_rs: the NVIDIA driver is not loaded \(nvidia_p2p_get_pages is exported by no loaded module\): load nvidia first' <(log_since nonv)
 rmmod peer_core_sim
 
-check "simulated GPU (with the persistent API) and core" sim_load || finish
+# This part checks the memory_peers entries: a core that creates them
+# (module-identity covers cores with and without).
+CORE_PARAMS=memory_peers=1
+check "simulated GPU (with the persistent API) and a core with memory_peers" sim_load || finish
+unset CORE_PARAMS
 log_mark params
 fails_with "mode=bogus: EINVAL" 'Invalid' insmod "$KO" mode=bogus
 check "... and the log names the valid modes" grep -q 'mode=bogus is not one of auto, persistent, invalidate' <(log_since params)
