@@ -12,6 +12,9 @@ use kernel::prelude::*;
 mod bindings;
 mod client;
 mod control;
+#[allow(dead_code)] // `clear`: only the GPU resets single counters
+#[path = "../common/counters.rs"]
+mod counters;
 mod entry;
 mod hooks;
 mod mr;

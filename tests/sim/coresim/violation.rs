@@ -7,9 +7,9 @@
 
 use core::ffi::CStr;
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
+use crate::counters::Counters;
 use crate::sys;
 
 /// A contract violation a peer-memory client can commit against the core.
@@ -89,23 +89,23 @@ impl Kind {
     }
 }
 
-static COUNTS: [AtomicU64; KINDS.len()] = [const { AtomicU64::new(0) }; KINDS.len()];
+static COUNTS: Counters<{ KINDS.len() }> = Counters::new();
 
 /// Records one violation: counter, log line, WARN (once per kind).
 pub(crate) fn report(kind: Kind, what: fmt::Arguments<'_>) {
-    COUNTS[kind as usize].fetch_add(1, Ordering::Relaxed);
+    COUNTS.add(kind as usize);
     pr_err!("contract violation {}: {}\n", kind.str(), what);
     sys::warn_once(kind as u32, kind.name());
 }
 
 /// The count of `kind`.
 pub(crate) fn count(kind: Kind) -> u64 {
-    COUNTS[kind as usize].load(Ordering::Relaxed)
+    COUNTS.get(kind as usize)
 }
 
 /// The sum over all kinds.
 pub(crate) fn total() -> u64 {
-    KINDS.iter().map(|&k| count(k)).sum()
+    COUNTS.total()
 }
 
 /// An event the core counts (not a violation).
@@ -154,24 +154,23 @@ pub(crate) const EVENTS: [(Event, &str); 12] = [
     (Event::Disassociated, "disassociated"),
 ];
 
-static EVENT_COUNTS: [AtomicU64; EVENTS.len()] = [const { AtomicU64::new(0) }; EVENTS.len()];
+static EVENT_COUNTS: Counters<{ EVENTS.len() }> = Counters::new();
 
 impl Event {
     /// Counts one event.
     pub(crate) fn count(self) {
-        EVENT_COUNTS[self as usize].fetch_add(1, Ordering::Relaxed);
+        EVENT_COUNTS.add(self as usize);
     }
 
     /// The events counted so far.
     pub(crate) fn get(self) -> u64 {
-        EVENT_COUNTS[self as usize].load(Ordering::Relaxed)
+        EVENT_COUNTS.get(self as usize)
     }
 }
 
 /// Zeroes every counter and re-arms the WARNs.
 pub(crate) fn reset() {
-    for c in Iterator::chain(COUNTS.iter(), EVENT_COUNTS.iter()) {
-        c.store(0, Ordering::Relaxed);
-    }
+    COUNTS.reset();
+    EVENT_COUNTS.reset();
     sys::rearm_warnings();
 }

@@ -11,6 +11,8 @@ use kernel::prelude::*;
 mod abi;
 mod bindings;
 mod control;
+#[path = "../common/counters.rs"]
+mod counters;
 mod entry;
 mod gpu;
 mod hooks;

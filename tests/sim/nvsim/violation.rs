@@ -7,9 +7,9 @@
 
 use core::ffi::CStr;
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
+use crate::counters::Counters;
 use crate::sys;
 
 /// A contract violation a client can commit against the NVIDIA P2P API.
@@ -107,23 +107,23 @@ impl Kind {
     }
 }
 
-static COUNTS: [AtomicU64; KINDS.len()] = [const { AtomicU64::new(0) }; KINDS.len()];
+static COUNTS: Counters<{ KINDS.len() }> = Counters::new();
 
 /// Records one violation: counter, log line, WARN (once per kind).
 pub(crate) fn report(kind: Kind, what: fmt::Arguments<'_>) {
-    COUNTS[kind as usize].fetch_add(1, Ordering::Relaxed);
+    COUNTS.add(kind as usize);
     pr_err!("contract violation {}: {}\n", kind.str(), what);
     sys::warn_once(kind as u32, kind.name());
 }
 
 /// The count of `kind`.
 pub(crate) fn count(kind: Kind) -> u64 {
-    COUNTS[kind as usize].load(Ordering::Relaxed)
+    COUNTS.get(kind as usize)
 }
 
 /// The sum over all kinds.
 pub(crate) fn total() -> u64 {
-    KINDS.iter().map(|&k| count(k)).sum()
+    COUNTS.total()
 }
 
 /// An API function, for the call counters.
@@ -160,17 +160,17 @@ pub(crate) const CALLS: [(Call, &str); 8] = [
     (Call::FreeDmaMapping, "free_dma_mapping"),
 ];
 
-static CALL_COUNTS: [AtomicU64; CALLS.len()] = [const { AtomicU64::new(0) }; CALLS.len()];
+static CALL_COUNTS: Counters<{ CALLS.len() }> = Counters::new();
 
 impl Call {
     /// Counts one call.
     pub(crate) fn count(self) {
-        CALL_COUNTS[self as usize].fetch_add(1, Ordering::Relaxed);
+        CALL_COUNTS.add(self as usize);
     }
 
     /// The calls counted so far.
     pub(crate) fn calls(self) -> u64 {
-        CALL_COUNTS[self as usize].load(Ordering::Relaxed)
+        CALL_COUNTS.get(self as usize)
     }
 
     /// The violation a call of this function from inside a free callback is.
@@ -209,29 +209,28 @@ pub(crate) const EVENTS: [(Event, &str); 3] = [
     (Event::HookFree, "hook_frees"),
 ];
 
-static EVENT_COUNTS: [AtomicU64; EVENTS.len()] = [const { AtomicU64::new(0) }; EVENTS.len()];
+static EVENT_COUNTS: Counters<{ EVENTS.len() }> = Counters::new();
 
 impl Event {
     /// Counts one event.
     pub(crate) fn count(self) {
-        EVENT_COUNTS[self as usize].fetch_add(1, Ordering::Relaxed);
+        EVENT_COUNTS.add(self as usize);
     }
 
     /// The events counted so far.
     pub(crate) fn get(self) -> u64 {
-        EVENT_COUNTS[self as usize].load(Ordering::Relaxed)
+        EVENT_COUNTS.get(self as usize)
     }
 
     /// Zeroes the counter.
     pub(crate) fn reset(self) {
-        EVENT_COUNTS[self as usize].store(0, Ordering::Relaxed);
+        EVENT_COUNTS.clear(self as usize);
     }
 }
 
 /// Zeroes every violation and call counter and re-arms the WARNs.
 pub(crate) fn reset() {
-    for c in Iterator::chain(COUNTS.iter(), CALL_COUNTS.iter()) {
-        c.store(0, Ordering::Relaxed);
-    }
+    COUNTS.reset();
+    CALL_COUNTS.reset();
     sys::rearm_warnings();
 }
