@@ -52,13 +52,18 @@ run_cargo_tests() { # run_cargo_tests [--build-only CRATE...]
     cp "${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}" "$ROOT/etc/ssl/certs/bench-host-ca.crt"
     cainfo=CARGO_HTTP_CAINFO=/etc/ssl/certs/bench-host-ca.crt
   fi
+  # One target directory per stage and crate: cargo names a workspace's
+  # artefacts by paths relative to it, so two stages building into one
+  # directory would overwrite each other's libraries and binaries.
+  local target
   for d in $crates; do
     [ -f "$TOP/$d/Cargo.toml" ] || continue
-    mkdir -p "$ROOT$STAGE/host/$d" "$ROOT/build/cargo-target/$d"
+    target=/build/cargo-target$STAGE/$d
+    mkdir -p "$ROOT$STAGE/host/$d" "$ROOT$target"
     rsync -a --delete --exclude=target "$TOP/$d/" "$ROOT$STAGE/host/$d/"
     if [ $test = yes ]; then
     log "cargo test: $d"
-    out=$(in_root env $cainfo CARGO_TARGET_DIR="/build/cargo-target/$d" CARGO_HOME=/root/.cargo \
+    out=$(in_root env $cainfo CARGO_TARGET_DIR="$target" CARGO_HOME=/root/.cargo \
           sh -c "cd $STAGE/host/$d && cargo test --locked --quiet 2>&1") || rc=1
     echo "$out" | tail -n 40
     echo "$out" | sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \3/p' > "$RESULTS/cargo-$(echo "$d" | tr / _).counts"
@@ -66,11 +71,11 @@ run_cargo_tests() { # run_cargo_tests [--build-only CRATE...]
     fi
     # The userspace tools run in the VMs: stage their release binaries.
     if [ "$d" != rust/logic ]; then
-      in_root env $cainfo CARGO_TARGET_DIR="/build/cargo-target/$d" CARGO_HOME=/root/.cargo \
+      in_root env $cainfo CARGO_TARGET_DIR="$target" CARGO_HOME=/root/.cargo \
           sh -c "cd $STAGE/host/$d && cargo build --locked --release --quiet" ||
         { echo "cargo build --release of $d failed"; echo "0 1 0" >> "$RESULTS/cargo-$(echo "$d" | tr / _).counts"; rc=1; }
       mkdir -p "$ROOT$STAGE/bin"
-      find "$ROOT/build/cargo-target/$d/release" -maxdepth 1 -type f -executable -exec cp {} "$ROOT$STAGE/bin/" \;
+      find "$ROOT$target/release" -maxdepth 1 -type f -executable -exec cp {} "$ROOT$STAGE/bin/" \;
     fi
   done
   return $rc
