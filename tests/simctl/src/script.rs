@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::cmd;
 use crate::dev::{errno_name, errno_value, Devices};
@@ -167,18 +168,16 @@ fn exec(dev: &Devices, vars: &Mutex<HashMap<String, u64>>, s: &Stmt, prefix: &st
         Ok(w) => w,
         Err(e) => return fail(e),
     };
-    let reps = if words[0] == "repeat" {
-        match words.get(1).and_then(|n| num::parse(n)) {
-            Some(n) if words.len() > 2 => n,
-            _ => return fail("repeat N COMMAND".into()),
-        }
-    } else {
-        1
-    };
-    let words = if words[0] == "repeat" {
-        words[2..].to_vec()
-    } else {
-        words
+    // `repeat N COMMAND` runs it N times; `until MS COMMAND` retries it
+    // until it does what the statement expects (succeeds, or fails with the
+    // `!ERRNO` given), for at most MS milliseconds.
+    let (reps, until, words) = match words[0].as_str() {
+        "repeat" | "until" => match words.get(1).and_then(|n| num::parse(n)) {
+            Some(n) if words.len() > 2 && words[0] == "repeat" => (n, None, words[2..].to_vec()),
+            Some(n) if words.len() > 2 => (1, Some(n), words[2..].to_vec()),
+            _ => return fail(format!("{} N COMMAND", words[0])),
+        },
+        _ => (1, None, words),
     };
     if words[0] == "set" {
         let (Some(name), Some(v)) = (words.get(1), words.get(2).and_then(|v| num::parse(v))) else {
@@ -189,36 +188,58 @@ fn exec(dev: &Devices, vars: &Mutex<HashMap<String, u64>>, s: &Stmt, prefix: &st
             .insert(name.clone(), v);
         return true;
     }
+    let deadline = until.map(|ms| Instant::now() + Duration::from_millis(ms));
     for _ in 0..reps {
-        let r = cmd::run(dev, &words, &out);
-        match (r, s.expect_fail) {
-            (Ok(v), None) => {
-                if let (Some(name), Some(v)) = (&s.capture, v) {
-                    vars.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(name.clone(), v);
+        loop {
+            match attempt(dev, vars, s, &words, &out) {
+                Ok(()) => break,
+                Err(_) if deadline.is_some_and(|d| Instant::now() < d) => {
+                    std::thread::sleep(Duration::from_millis(10));
                 }
+                Err(msg) => return fail(msg),
             }
-            (Ok(_), Some(_)) => return fail("succeeded but was expected to fail".into()),
-            (Err(e), Some(want)) => match (e.errno(), want) {
-                (Some(got), Some(w)) if got != w => {
-                    return fail(format!(
-                        "failed with {} but {} was expected: {e}",
-                        errno_name(got),
-                        errno_name(w)
-                    ))
-                }
-                (None, _) => return fail(e.to_string()),
-                (Some(got), _) => out(format!("expected-error {}: {}", errno_name(got), s.text)),
-            },
-            (Err(e), None) if s.may_fail => out(format!(
-                "ignored-error {}: {e}",
-                e.errno().map_or("E?", errno_name)
-            )),
-            (Err(e), None) => return fail(e.to_string()),
         }
     }
     true
+}
+
+/// Runs `words` once and checks the outcome against what `s` expects;
+/// `Err` says why it does not match.
+fn attempt(
+    dev: &Devices,
+    vars: &Mutex<HashMap<String, u64>>,
+    s: &Stmt,
+    words: &[String],
+    out: &dyn Fn(String),
+) -> Result<(), String> {
+    let r = cmd::run(dev, words, out);
+    match (r, s.expect_fail) {
+        (Ok(v), None) => {
+            if let (Some(name), Some(v)) = (&s.capture, v) {
+                vars.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.clone(), v);
+            }
+        }
+        (Ok(_), Some(_)) => return Err("succeeded but was expected to fail".into()),
+        (Err(e), Some(want)) => match (e.errno(), want) {
+            (Some(got), Some(w)) if got != w => {
+                return Err(format!(
+                    "failed with {} but {} was expected: {e}",
+                    errno_name(got),
+                    errno_name(w)
+                ))
+            }
+            (None, _) => return Err(e.to_string()),
+            (Some(got), _) => out(format!("expected-error {}: {}", errno_name(got), s.text)),
+        },
+        (Err(e), None) if s.may_fail => out(format!(
+            "ignored-error {}: {e}",
+            e.errno().map_or("E?", errno_name)
+        )),
+        (Err(e), None) => return Err(e.to_string()),
+    }
+    Ok(())
 }
 
 impl Runner {

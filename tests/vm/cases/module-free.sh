@@ -38,8 +38,10 @@ check "cudaFree between acquire and get_pages: registration fails cleanly" \
   sim_run 'A=gpu alloc 2M; !EFAULT core reg $A 2M --hook after_acquire:free; gpu get pins'
 check "cudaFree between get_pages and dma_map: registration fails cleanly" \
   sim_run 'A=gpu alloc 2M; !EFAULT core reg $A 2M --hook after_get_pages:free; gpu get pins'
+# The hook's free fences the MR once the registration has dropped the
+# core's mapping lock (after ibv_reg_mr returned): wait for it.
 check "cudaFree right after dma_map: the MR ends up fenced" \
-  sim_run 'A=gpu alloc 2M; ?H=core reg $A 2M --hook after_dma_map:free; ?!ESTALE core dma-check $H; gpu get pins'
+  sim_run 'A=gpu alloc 2M; ?H=core reg $A 2M --hook after_dma_map:free; ?!ESTALE until 10000 core dma-check $H; gpu get pins'
 check "cudaFree during dereg" \
   sim_run 'A=gpu alloc 2M; H=core reg $A 2M; core dereg $H --hook in_dereg:free; gpu get pins'
 check "every race left nothing pinned" bash -c "! grep -qxE '[1-9][0-9]*' <<< \"\$SIM_OUT\""
