@@ -31,12 +31,15 @@ const GPU_PAGE: u64 = 1 << 16;
 /// The largest page size a client may report.
 const MAX_PAGE_SIZE: u64 = 1 << 30;
 
+/// `x` rounded down to `a`, a power of two (page sizes).  Masks, not
+/// division: no panic path (6.12's objtool takes one for a fall-through).
 fn align_down(x: u64, a: u64) -> u64 {
-    x - x % a
+    x & !a.wrapping_sub(1)
 }
 
+/// `x` rounded up to `a`, a power of two; saturates at the top.
 fn align_up(x: u64, a: u64) -> u64 {
-    align_down(x + (a - 1), a)
+    align_down(x.saturating_add(a.wrapping_sub(1)), a)
 }
 
 /// An `ibv_reg_mr` request.
@@ -293,10 +296,13 @@ fn check_and_trim(reg: &Reg, nmap: i32, ps: u64) -> Result {
 /// nothing is trimmed, and every entry must start and end on that page size
 /// (the HCA maps the whole pages, from the aligned start).
 fn page_shift(reg: &Reg, ents: &[SgEnt], n: u32, ps: u64) -> Result {
+    // `ps` is a power of two (checked before: bad_page_size); a mask has no
+    // division (whose panic path 6.12's objtool takes for a fall-through).
+    let mask = ps.wrapping_sub(1);
     if let Some((i, e)) = ents
         .iter()
         .enumerate()
-        .find(|(_, e)| e.dma_address % ps != 0 || u64::from(e.dma_length) % ps != 0)
+        .find(|(_, e)| e.dma_address & mask != 0 || u64::from(e.dma_length) & mask != 0)
     {
         violation::report(
             Kind::SgUnaligned,
