@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # peermem-rs -- top-level Makefile.
 #
-#   make                 build peermem_rs.ko for the running kernel (KDIR=...)
+#   make                 build peermem_rs.ko for the running kernel (KDIR=...);
+#                        PEERMEM_NAME=nvidia_peermem builds it under the name
+#                        NCCL, UCX and NVSHMEM detect (see Kbuild)
 #   make demo            the bench's main job: boot a VM, load the module, show it working
 #   make test            the whole suite: host tests + every kernel of the matrix in QEMU
 #   make vm-shell KVER=  an interactive VM of the bench (KVER from tests/bench/versions.env)

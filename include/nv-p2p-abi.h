@@ -100,8 +100,9 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 			       struct nvidia_p2p_dma_mapping *dma_mapping);
 int nvidia_p2p_free_dma_mapping(struct nvidia_p2p_dma_mapping *dma_mapping);
 
-/* Pointer types of the entry points, for clients that look them up by name
- * at load time (symbol_get) instead of linking against nvidia.ko. */
+/* Pointer types of the entry points, for clients that resolve them by name
+ * at load time (weak references, symbol_get) instead of linking against
+ * nvidia.ko's symbol versions. */
 typedef typeof(&nvidia_p2p_get_pages) nvidia_p2p_get_pages_t;
 typedef typeof(&nvidia_p2p_put_pages) nvidia_p2p_put_pages_t;
 typedef typeof(&nvidia_p2p_get_pages_persistent) nvidia_p2p_get_pages_persistent_t;

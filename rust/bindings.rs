@@ -14,7 +14,8 @@
     unreachable_pub,
     improper_ctypes,
     unsafe_op_in_unsafe_fn,
-    clippy::all
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
 )]
 mod generated {
     use kernel::ffi;
@@ -23,23 +24,25 @@ mod generated {
 
 pub(crate) use generated::{
     device, ib_register_peer_memory_client_t, ib_unregister_peer_memory_client_t,
-    invalidate_peer_memory, nvidia_p2p_dma_map_pages_t, nvidia_p2p_dma_mapping,
-    nvidia_p2p_dma_unmap_pages_t, nvidia_p2p_get_pages_persistent_t, nvidia_p2p_get_pages_t,
-    nvidia_p2p_page, nvidia_p2p_page_table, nvidia_p2p_put_pages_persistent_t,
-    nvidia_p2p_put_pages_t, pci_dev, peer_memory_client, peer_memory_client_ex, seq_file, sg_table,
+    invalidate_peer_memory, nvidia_p2p_dma_mapping, nvidia_p2p_page, nvidia_p2p_page_table,
+    pci_dev, peer_memory_client, peer_memory_client_ex, seq_file, sg_table,
     IB_PEER_MEMORY_NAME_MAX, IB_PEER_MEMORY_VER_MAX, NVIDIA_P2P_FLAGS_DEFAULT,
-    NVIDIA_P2P_PAGE_SIZE_64KB, PEER_MEM_INVALIDATE_UNMAPS,
+    NVIDIA_P2P_PAGE_SIZE_64KB, PEERMEM_SG_TABLE_SIZE, PEER_MEM_INVALIDATE_UNMAPS,
 };
 
 /// The C glue of the module (rust/glue.c).
 pub(crate) mod glue {
     pub(crate) use super::generated::{
-        peermem_core_register_fn, peermem_core_unregister_fn, peermem_debugfs_create,
-        peermem_debugfs_remove, peermem_dev_to_pci, peermem_dma_max_seg_size, peermem_module_get,
-        peermem_module_put, peermem_now_ns, peermem_param_client_name, peermem_param_mode,
-        peermem_seq_write, peermem_sg_alloc, peermem_sg_first, peermem_sg_free, peermem_sg_next,
-        peermem_sg_set_dma, peermem_symbol_get, peermem_symbol_put, peermem_version,
+        peermem_core_register_fn, peermem_core_unregister_fn, peermem_current_process,
+        peermem_debugfs_create, peermem_debugfs_remove, peermem_dev_to_pci,
+        peermem_dma_max_seg_size, peermem_module_get, peermem_module_put, peermem_now_ns,
+        peermem_nvidia_api, peermem_nvidia_api_get, peermem_param_client_name, peermem_param_mode,
+        peermem_seq_write, peermem_sg_alloc, peermem_sg_first, peermem_sg_free, peermem_sg_lend,
+        peermem_sg_next, peermem_sg_set_dma, peermem_version,
     };
 }
 
 include!("abi_layout.rs");
+
+// The SG table we keep by value must be the kernel's, byte for byte.
+const _: () = assert!(core::mem::size_of::<sg_table>() == PEERMEM_SG_TABLE_SIZE as usize);

@@ -20,6 +20,9 @@ use crate::bindings::{
     device, peer_memory_client_ex, seq_file, sg_table, IB_PEER_MEMORY_NAME_MAX,
     IB_PEER_MEMORY_VER_MAX, PEER_MEM_INVALIDATE_UNMAPS,
 };
+use crate::glue::StatsRemoved;
+use crate::nvidia::{CallbackRan, FreeCallback, Revoked};
+use crate::peer_core::Unregistered;
 use crate::sg::{DmaDevice, SgTable};
 
 /// The callbacks of a peer-memory client (struct peer_memory_client), in
@@ -39,17 +42,18 @@ pub(crate) trait PeerMemoryClient: Send + Sync + Sized + 'static {
     fn get_pages(reg: &Self::Registration, addr: u64, size: u64, core_context: u64) -> Result;
     /// DMA-map for `dev` into `sg`; returns the number of SG entries.
     fn dma_map(reg: &Self::Registration, sg: SgTable, dev: DmaDevice) -> Result<u32>;
-    /// Undo `dma_map`.
-    fn dma_unmap(reg: &Self::Registration, sg: SgTable);
+    /// Undo `dma_map` (the core is done with the SG table).
+    fn dma_unmap(reg: &Self::Registration);
     /// The core gives the pages back.
     fn put_pages(reg: &Self::Registration);
     /// The page size of the registration's memory.
     fn page_size(reg: &Self::Registration) -> u64;
     /// The core is done with the registration.
     fn release(reg: Arc<Self::Registration>);
-    /// The driver revoked the registration's memory (cudaFree).  Returns the
-    /// driver's reference to the registration if the callback now owns it.
-    fn revoke(reg: &Self::Registration) -> Option<CallbackRef<Self::Registration>>;
+    /// The driver revoked the registration's memory (cudaFree).  Completes
+    /// only through `Pins::revoke`, whose [`Revoked`] carries the callback's
+    /// reference, given back once the callback is done.
+    fn revoke(reg: &Self::Registration, ran: CallbackRan) -> Revoked<Self::Registration>;
     /// The debugfs `stats` file.
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut crate::glue::SeqWriter);
 }
@@ -78,11 +82,11 @@ impl<T: PeerMemoryClient> ClientTable<T> {
         let mut t = KBox::new(peer_memory_client_ex::default(), GFP_KERNEL)?;
         let c = &mut t.client;
         for (d, s) in c.name.iter_mut().zip(name.bytes()) {
-            *d = s as _;
+            *d = c_char::from_ne_bytes([s]);
         }
         let ver_max = IB_PEER_MEMORY_VER_MAX as usize;
         for (d, s) in c.version.iter_mut().take(ver_max - 2).zip(version.bytes()) {
-            *d = s as _;
+            *d = c_char::from_ne_bytes([s]);
         }
         c.acquire = Some(acquire::<T>);
         c.get_pages = Some(get_pages::<T>);
@@ -106,9 +110,9 @@ impl<T: PeerMemoryClient> ClientTable<T> {
         debug_assert!(old.is_null());
     }
 
-    /// Stops serving; call only after unregistering from the core, when no
-    /// callback can run any more.
-    pub(crate) fn deactivate() -> Option<Arc<T>> {
+    /// Stops serving: the core cannot call us any more (`Unregistered`), nor
+    /// can a reader of the stats (`StatsRemoved`).
+    pub(crate) fn deactivate(_core: Unregistered, _stats: StatsRemoved) -> Option<Arc<T>> {
         let p = ACTIVE.swap(ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: a non-null `p` came from `Arc::into_raw` in `activate`,
         // and is taken back exactly once (the swap cleared it).
@@ -118,56 +122,23 @@ impl<T: PeerMemoryClient> ClientTable<T> {
     fn active<'a>() -> Option<ArcBorrow<'a, T>> {
         let p = NonNull::new(ACTIVE.load(Ordering::Acquire))?;
         // SAFETY: `p` came from `Arc::into_raw(Arc<T>)` and stays alive until
-        // `deactivate`, which runs only once the core cannot call us.
+        // `deactivate`, which needs proof that neither the core nor a stats
+        // reader can call us any more (so no borrow outlives it).
         Some(unsafe { ArcBorrow::from_raw(p.as_ptr().cast::<T>()) })
     }
 
     /// Shows the stats through the active client (debugfs).
-    fn stats(seq: NonNull<seq_file>) {
+    ///
+    /// # Safety
+    ///
+    /// `seq` must be the seq_file of a show call in progress.
+    unsafe fn stats(seq: NonNull<seq_file>) {
         if let Some(client) = Self::active() {
-            // SAFETY: `seq` is the seq_file of the show call in progress.
+            // SAFETY: `seq` is the seq_file of the show call in progress (the
+            // caller's contract).
             let mut w = unsafe { crate::glue::SeqWriter::new(seq) };
             T::show_stats(client, &mut w);
         }
-    }
-}
-
-/// The free callback's reference to a registration: the `data` pointer
-/// given to the driver with a revocable pin.
-///
-/// # Invariants
-///
-/// `ptr` came from `Arc::into_raw` and owns that reference.
-pub(crate) struct CallbackRef<R> {
-    ptr: NonNull<R>,
-}
-
-// SAFETY: it is an `Arc<R>` in raw form, and `R: Send + Sync`.
-unsafe impl<R: Send + Sync> Send for CallbackRef<R> {}
-
-impl<R> CallbackRef<R> {
-    /// Turns a reference into the driver's `data` pointer.
-    pub(crate) fn new(reg: Arc<R>) -> Self {
-        // SAFETY: `Arc::into_raw` never returns null.
-        let ptr = unsafe { NonNull::new_unchecked(Arc::into_raw(reg).cast_mut()) };
-        CallbackRef { ptr }
-    }
-
-    /// The `data` pointer for the driver.
-    pub(crate) fn data(&self) -> *mut c_void {
-        self.ptr.as_ptr().cast()
-    }
-
-    /// The free callback: the C function the driver calls with `data`.
-    pub(crate) fn callback<T: PeerMemoryClient<Registration = R>>() -> crate::nvidia::FreeCallback {
-        free_callback::<T>
-    }
-}
-
-impl<R> Drop for CallbackRef<R> {
-    fn drop(&mut self) {
-        // SAFETY: by the type invariant `ptr` owns an `Arc` reference.
-        drop(unsafe { Arc::from_raw(self.ptr.as_ptr()) });
     }
 }
 
@@ -278,10 +249,9 @@ unsafe extern "C" fn dma_unmap<T: PeerMemoryClient>(
 ) -> c_int {
     // SAFETY: the caller's contract.
     let reg = unsafe { registration::<T>(client_context) };
-    if let Some(sg) = NonNull::new(sg_head) {
-        // SAFETY: the core's table, valid during this call.
-        T::dma_unmap(reg, unsafe { SgTable::new(sg) });
-    }
+    // The table is ours (the core got a copy of its header): nothing to read.
+    let _ = sg_head;
+    T::dma_unmap(reg);
     0
 }
 
@@ -322,24 +292,30 @@ unsafe extern "C" fn release<T: PeerMemoryClient>(client_context: *mut c_void) {
     T::release(unsafe { Arc::from_raw(client_context.cast::<T::Registration>()) });
 }
 
+/// The free callback of `T`'s registrations, for revocable pins.
+pub(crate) fn free_callback_of<T: PeerMemoryClient>() -> FreeCallback {
+    free_callback::<T>
+}
+
 /// The NVIDIA driver's free callback (cudaFree of pinned memory).
 ///
 /// # Safety
 ///
-/// `data` must be the `data` pointer of a live revocable pin, made by
-/// [`CallbackRef::data`]; the driver calls this at most once per pin and
-/// never after the pin was released.
+/// `data` must be the `data` of a revocable pin, made by
+/// `CallbackRef::arm` from a `CallbackRef<T::Registration>`; the driver
+/// calls this at most once per pin, and never after the pin was released.
 unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
     if data.is_null() {
         return;
     }
-    // SAFETY: `data` is a `CallbackRef` of a live pin (the caller's
-    // contract), which keeps the registration alive while we borrow it.
+    // SAFETY: `data` is the `CallbackRef` of a pin that is still armed (the
+    // caller's contract); that reference keeps the registration alive until
+    // it is given back, which needs the `Revoked` returned below.
     let reg = unsafe { &*data.cast::<T::Registration>() };
-    // If the callback owns the reference now, it is dropped last, after
-    // every use of `reg`.
-    let owned = T::revoke(reg);
-    drop(owned);
+    // SAFETY: this is the driver's free callback, and it makes one proof.
+    let ran = unsafe { CallbackRan::new() };
+    // The reference is given back last, after every use of `reg`.
+    T::revoke(reg, ran).finish();
 }
 
 /// Shows the stats (debugfs).
@@ -350,6 +326,7 @@ unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
 #[no_mangle]
 pub(crate) unsafe extern "C" fn peermem_stats_show(m: *mut seq_file) {
     if let Some(m) = NonNull::new(m) {
-        ClientTable::<crate::registration::Client>::stats(m);
+        // SAFETY: the glue's show passes the seq_file of its call.
+        unsafe { ClientTable::<crate::registration::Client>::stats(m) };
     }
 }

@@ -4,7 +4,6 @@
 //! register the client with the RDMA core, publish the stats.
 
 use kernel::prelude::*;
-use kernel::sync::Arc;
 
 use crate::client::ClientTable;
 use crate::glue::{self, DebugFs};
@@ -15,7 +14,7 @@ use crate::stats::STATS;
 
 /// The loaded module.
 pub(crate) struct PeermemRs {
-    _debugfs: Option<DebugFs>,
+    debugfs: Option<DebugFs>,
     registration: Option<ClientRegistration>,
 }
 
@@ -45,13 +44,12 @@ impl kernel::Module for PeermemRs {
             );
             return Err(ENODEV);
         };
-        let nvidia = match NvidiaP2p::find()? {
+        let nvidia = match NvidiaP2p::find() {
             Ok(nv) => nv,
             Err(Missing::Symbol(sym)) => {
                 pr_err!(
-                    "the NVIDIA driver is not loaded ({} not found): \
-                     load nvidia first (modprobe nvidia)\n",
-                    sym.to_str().unwrap_or("?")
+                    "the NVIDIA driver is not loaded ({sym} is exported by no loaded \
+                     module): load nvidia first (modprobe nvidia)\n"
                 );
                 return Err(ENODEV);
             }
@@ -69,17 +67,18 @@ impl kernel::Module for PeermemRs {
             (None, false) => Mode::Invalidate,
         };
         let invalidation = mode == Mode::Invalidate;
-        let table =
-            ClientTable::<Client>::build(name, glue::version(), invalidation).map_err(|e| {
+        let table = ClientTable::<Client>::build(name, glue::version(), invalidation).inspect_err(
+            |_| {
                 pr_err!("peer_client_name must be 1 to 63 printable characters\n");
-                e
-            })?;
-        let client = Client::new(nvidia, mode, name)?;
-        ClientTable::activate(client.clone());
+            },
+        )?;
+        // The core may call `acquire` as soon as the client is registered,
+        // before `register` returns with the invalidate entry point: until
+        // the client is activated below, `acquire` answers "not mine", so no
+        // registration exists that a free could not fence.
         let registration = match ClientRegistration::register(core, table, invalidation) {
             Ok(r) => r,
             Err(e) => {
-                drop(ClientTable::<Client>::deactivate());
                 if e == EBUSY {
                     pr_err!(
                         "the RDMA core refused the client name '{name}': it is \
@@ -92,7 +91,8 @@ impl kernel::Module for PeermemRs {
                 return Err(e);
             }
         };
-        client.set_invalidator(registration.invalidator());
+        let client = Client::new(nvidia, mode, name, registration.invalidator())?;
+        ClientTable::activate(client);
         let debugfs = DebugFs::create()
             .map_err(|_| pr_warn!("no debugfs: stats are not available\n"))
             .ok();
@@ -105,7 +105,7 @@ impl kernel::Module for PeermemRs {
             crate::compat::KERNEL_SERIES
         );
         Ok(PeermemRs {
-            _debugfs: debugfs,
+            debugfs,
             registration: Some(registration),
         })
     }
@@ -113,11 +113,15 @@ impl kernel::Module for PeermemRs {
 
 impl Drop for PeermemRs {
     fn drop(&mut self) {
-        // Unregistering waits until the core has released every
-        // registration; only then can the trampolines stop serving.
-        drop(self.registration.take());
-        let client: Option<Arc<Client>> = ClientTable::<Client>::deactivate();
-        drop(client);
+        // The stats file goes first: removing it waits for readers, which
+        // may be reading the client.  Unregistering then waits until the
+        // core has released every registration; only then can the
+        // trampolines stop serving.
+        let stats = DebugFs::remove(self.debugfs.take());
+        if let Some(registration) = self.registration.take() {
+            let core = registration.unregister();
+            drop(ClientTable::<Client>::deactivate(core, stats));
+        }
         pr_info!("unloaded (live registrations: {})\n", STATS.live());
     }
 }

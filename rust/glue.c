@@ -9,9 +9,11 @@
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/sched.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 
+#include "nv-p2p-abi.h"
 #include "peer-mem-abi.h"
 #include "glue.h"
 
@@ -34,15 +36,22 @@ MODULE_PARM_DESC(mode,
 	"invalidate: pin with a free callback, cudaFree revokes the MR");
 
 /*
- * The peer-memory core exports its functions with plain EXPORT_SYMBOL, which
- * symbol_get() refuses since Linux 6.6.  They are weak references instead:
- * the module loader resolves them by name when we are loaded (taking a
- * reference on the exporting module until we are unloaded), or leaves them
- * NULL.  The module is built without their symbol versions (CRCs), so a
- * rebuilt or upgraded OFED does not make the load fail.
+ * The two providers' entry points are weak references, resolved by name by
+ * the module loader when we are loaded (which then holds a reference on the
+ * exporting module until we are unloaded), or left NULL.  symbol_get() would
+ * refuse plain EXPORT_SYMBOLs since Linux 6.6: the peer-memory core exports
+ * that way, and so did older NVIDIA drivers.  The module is built without
+ * their symbol versions (CRCs), so a rebuilt or upgraded OFED or driver does
+ * not make the load fail.
  */
 extern typeof(ib_register_peer_memory_client) ib_register_peer_memory_client __weak;
 extern typeof(ib_unregister_peer_memory_client) ib_unregister_peer_memory_client __weak;
+extern typeof(nvidia_p2p_get_pages) nvidia_p2p_get_pages __weak;
+extern typeof(nvidia_p2p_put_pages) nvidia_p2p_put_pages __weak;
+extern typeof(nvidia_p2p_get_pages_persistent) nvidia_p2p_get_pages_persistent __weak;
+extern typeof(nvidia_p2p_put_pages_persistent) nvidia_p2p_put_pages_persistent __weak;
+extern typeof(nvidia_p2p_dma_map_pages) nvidia_p2p_dma_map_pages __weak;
+extern typeof(nvidia_p2p_dma_unmap_pages) nvidia_p2p_dma_unmap_pages __weak;
 
 void *peermem_core_register_fn(void)
 {
@@ -52,6 +61,21 @@ void *peermem_core_register_fn(void)
 void *peermem_core_unregister_fn(void)
 {
 	return ib_unregister_peer_memory_client;
+}
+
+void peermem_nvidia_api_get(struct peermem_nvidia_api *api)
+{
+	api->get_pages = nvidia_p2p_get_pages;
+	api->put_pages = nvidia_p2p_put_pages;
+	api->get_pages_persistent = nvidia_p2p_get_pages_persistent;
+	api->put_pages_persistent = nvidia_p2p_put_pages_persistent;
+	api->dma_map_pages = nvidia_p2p_dma_map_pages;
+	api->dma_unmap_pages = nvidia_p2p_dma_unmap_pages;
+}
+
+u64 peermem_current_process(void)
+{
+	return (current->flags & PF_KTHREAD) ? 0 : (u64)task_tgid_nr(current);
 }
 
 const char *peermem_version(void)
@@ -67,16 +91,6 @@ const char *peermem_param_client_name(void)
 const char *peermem_param_mode(void)
 {
 	return peer_mode;
-}
-
-void *peermem_symbol_get(const char *name)
-{
-	return __symbol_get(name);
-}
-
-void peermem_symbol_put(const char *name)
-{
-	__symbol_put(name);
 }
 
 bool peermem_module_get(void)
@@ -123,6 +137,11 @@ void peermem_sg_set_dma(struct scatterlist *sg, u64 dma_addr, unsigned int len)
 	sg_dma_len(sg) = len;
 }
 
+void peermem_sg_lend(struct sg_table *dst, const struct sg_table *src)
+{
+	*dst = *src;
+}
+
 void peermem_sg_free(struct sg_table *sgt)
 {
 	sg_free_table(sgt);
@@ -139,7 +158,7 @@ DEFINE_SHOW_ATTRIBUTE(peermem_stats_seq);
 
 int peermem_debugfs_create(void)
 {
-	struct dentry *dir = debugfs_create_dir("peermem_rs", NULL);
+	struct dentry *dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
 
 	if (IS_ERR(dir))
 		return PTR_ERR(dir);

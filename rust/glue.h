@@ -8,13 +8,18 @@
 #ifndef PEERMEM_GLUE_H
 #define PEERMEM_GLUE_H
 
+#include <linux/scatterlist.h>
 #include <linux/types.h>
+
+#include "nv-p2p-abi.h"
 
 struct device;
 struct pci_dev;
-struct sg_table;
-struct scatterlist;
 struct seq_file;
+
+/* The registration keeps its SG table by value (rust/sg.rs): the Rust side
+ * checks its size of the (opaque) type against this one. */
+enum { PEERMEM_SG_TABLE_SIZE = sizeof(struct sg_table) };
 
 /* Module version and parameters. */
 const char *peermem_version(void);
@@ -26,9 +31,22 @@ const char *peermem_param_mode(void);
 void *peermem_core_register_fn(void);
 void *peermem_core_unregister_fn(void);
 
-/* Run-time symbol lookup (symbol_get / symbol_put by name). */
-void *peermem_symbol_get(const char *name);
-void peermem_symbol_put(const char *name);
+/* The NVIDIA driver's P2P entry points, resolved by name when this module
+ * is loaded (NULL when no loaded module exports one). */
+struct peermem_nvidia_api {
+	nvidia_p2p_get_pages_t get_pages;
+	nvidia_p2p_put_pages_t put_pages;
+	nvidia_p2p_get_pages_persistent_t get_pages_persistent;
+	nvidia_p2p_put_pages_persistent_t put_pages_persistent;
+	nvidia_p2p_dma_map_pages_t dma_map_pages;
+	nvidia_p2p_dma_unmap_pages_t dma_unmap_pages;
+};
+void peermem_nvidia_api_get(struct peermem_nvidia_api *api);
+
+/* The process the current call runs for, as the NVIDIA driver's
+ * per-process pin lookup sees it: its thread-group id, 0 for a kernel
+ * thread. */
+u64 peermem_current_process(void);
 
 /* A reference on this module, held by every live registration. */
 bool peermem_module_get(void);
@@ -38,14 +56,16 @@ void peermem_module_put(void);
 struct pci_dev *peermem_dev_to_pci(struct device *dev);
 u64 peermem_dma_max_seg_size(struct device *dev);
 
-/* Scatterlists: allocate, walk, fill the DMA address/length, free. */
+/* Scatterlists: allocate, walk, fill the DMA address/length, copy a
+ * table's header into another (lend), free. */
 int peermem_sg_alloc(struct sg_table *sgt, unsigned int nents);
 struct scatterlist *peermem_sg_first(struct sg_table *sgt);
 struct scatterlist *peermem_sg_next(struct scatterlist *sg);
 void peermem_sg_set_dma(struct scatterlist *sg, u64 dma_addr, unsigned int len);
+void peermem_sg_lend(struct sg_table *dst, const struct sg_table *src);
 void peermem_sg_free(struct sg_table *sgt);
 
-/* debugfs: <debugfs>/peermem_rs/stats (root only), shown by Rust. */
+/* debugfs: <debugfs>/<module name>/stats (root only), shown by Rust. */
 int peermem_debugfs_create(void);
 void peermem_debugfs_remove(void);
 void peermem_seq_write(struct seq_file *m, const char *buf, size_t len);

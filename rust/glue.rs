@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Safe wrappers of the module's C glue (rust/glue.c): version, module
-//! parameters, this module's reference count, the clock, debugfs, and
-//! symbols of other modules looked up by name.
+//! parameters, this module's reference count, the clock and debugfs.
 
-use core::ffi::{c_void, CStr};
+use core::ffi::CStr;
 use core::ptr::NonNull;
 
 use kernel::prelude::*;
@@ -72,48 +71,7 @@ impl Drop for ModuleRef {
     }
 }
 
-/// An exported symbol of another module, looked up by name at run time
-/// (`symbol_get`), so that we do not depend on that module's symbol
-/// versions at link time.
-///
-/// # Invariants
-///
-/// `addr` is the address of the exported symbol `name`, and the value owns
-/// one reference on the module exporting it (taken by `__symbol_get`), so
-/// the address stays valid until the value is dropped.
-pub(crate) struct Symbol {
-    name: &'static CStr,
-    addr: NonNull<c_void>,
-}
-
-impl Symbol {
-    /// Looks `name` up; `None` if no loaded module exports it.
-    pub(crate) fn get(name: &'static CStr) -> Option<Self> {
-        // SAFETY: `name` is a valid NUL-terminated string.
-        let addr = unsafe { glue::peermem_symbol_get(name.as_ptr().cast()) };
-        NonNull::new(addr).map(|addr| Symbol { name, addr })
-    }
-
-    /// The symbol's address, valid while `self` lives.
-    pub(crate) fn addr(&self) -> *mut c_void {
-        self.addr.as_ptr()
-    }
-}
-
-impl Drop for Symbol {
-    fn drop(&mut self) {
-        // SAFETY: by the type invariant we hold one reference on `name`.
-        unsafe { glue::peermem_symbol_put(self.name.as_ptr().cast()) };
-    }
-}
-
-// SAFETY: a `Symbol` is an address plus a module reference, neither tied to
-// a thread.
-unsafe impl Send for Symbol {}
-// SAFETY: `Symbol` has no interior mutability.
-unsafe impl Sync for Symbol {}
-
-/// The debugfs directory `peermem_rs/` with the `stats` file (root only).
+/// The debugfs directory `<module name>/` with the `stats` file (root only).
 ///
 /// # Invariants
 ///
@@ -121,7 +79,17 @@ unsafe impl Sync for Symbol {}
 /// `peermem_debugfs_create`).
 pub(crate) struct DebugFs(());
 
+/// Proof that the stats file is gone: nobody reads it any more.
+pub(crate) struct StatsRemoved(());
+
 impl DebugFs {
+    /// Removes the directory (if it was created); returns once no reader of
+    /// the stats file is left.
+    pub(crate) fn remove(this: Option<Self>) -> StatsRemoved {
+        drop(this);
+        StatsRemoved(())
+    }
+
     /// Creates the directory and the stats file.
     pub(crate) fn create() -> Result<Self> {
         // SAFETY: no preconditions; called once, at module load.

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The NVIDIA P2P API (nvidia.ko), found by name at load time: pinning GPU
-//! memory ([`PageTable`]) and DMA-mapping it for a peer PCI device
-//! ([`DmaMapping`]).
+//! The NVIDIA P2P API (nvidia.ko): pinning GPU memory ([`PageTable`]),
+//! DMA-mapping it for a peer PCI device ([`DmaMapping`]), and the rules that
+//! keep the driver's objects valid while we use them ([`Pins`]; the free
+//! callback's reference is in rust/nvidia/callback.rs).
 //!
 //! Ownership: a `PageTable` is one pin.  It ends in exactly one of two ways:
-//! [`NvidiaP2p::unpin`] (we release it), or [`PageTable::revoke`] after the
-//! driver's free callback (the driver releases it).  The same holds for a
-//! `DmaMapping` with [`NvidiaP2p::dma_unmap`] / [`DmaMapping::revoke`].
+//! [`NvidiaP2p::unpin`] (we release it), or the driver's free callback
+//! (cudaFree; the driver releases it after the callback returned).  The same
+//! holds for a `DmaMapping` with [`NvidiaP2p::dma_unmap`].  While a
+//! registration keeps them in its [`Pins`], they are valid; the free
+//! callback can only complete through [`Pins::revoke`], which forgets them.
 
 use core::ffi::c_void;
 use core::ptr::{self, NonNull};
@@ -15,30 +18,43 @@ use core::ptr::{self, NonNull};
 use kernel::prelude::*;
 
 use crate::bindings::{
-    nvidia_p2p_dma_map_pages_t, nvidia_p2p_dma_mapping, nvidia_p2p_dma_unmap_pages_t,
-    nvidia_p2p_get_pages_persistent_t, nvidia_p2p_get_pages_t, nvidia_p2p_page_table,
-    nvidia_p2p_put_pages_persistent_t, nvidia_p2p_put_pages_t, pci_dev, NVIDIA_P2P_FLAGS_DEFAULT,
+    glue, nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev, NVIDIA_P2P_FLAGS_DEFAULT,
     NVIDIA_P2P_PAGE_SIZE_64KB,
 };
-use crate::glue::Symbol;
-use crate::logic::range::GpuRange;
+use crate::logic::coalesce::{coalesce, Coalesce};
+use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::logic::version;
+
+mod callback;
+pub(crate) use callback::{Armed, CallbackRan, CallbackRef, Disarmed, Revoked};
 
 /// The callback the driver runs when pinned memory is freed under a pin.
 pub(crate) type FreeCallback = unsafe extern "C" fn(data: *mut c_void);
 
-/// Why the NVIDIA driver cannot be used.
-pub(crate) enum Missing {
-    /// A required entry point is not exported (nvidia.ko not loaded).
-    Symbol(&'static core::ffi::CStr),
+/// `-ENOTSUPP` (524): the driver's "not supported here" (persistent pins on
+/// MIG, confidential computing, vGPU; force-BAR1 tables at map time).  A
+/// kernel-internal errno: userspace would show "Unknown error 524".
+const ENOTSUPP: i32 = 524;
+
+/// Whether a driver error is `-ENOTSUPP`.
+pub(crate) fn is_enotsupp(e: Error) -> bool {
+    e.to_errno() == -ENOTSUPP
 }
 
-/// The resolved entry points.
+/// Why the NVIDIA driver cannot be used.
+pub(crate) enum Missing {
+    /// A required entry point is exported by no loaded module.
+    Symbol(&'static str),
+}
+
+/// The driver's entry points.
 ///
 /// # Invariants
 ///
-/// Each function pointer is the address of the exported symbol of the same
-/// name, kept valid by the matching [`Symbol`] held in `_refs`.
+/// Each function pointer is the address of the exported function of that
+/// name, resolved by the module loader when we were loaded (a weak
+/// reference, see rust/glue.c); the loader holds a reference on the
+/// exporting module until we are unloaded.
 pub(crate) struct NvidiaP2p {
     get_pages: unsafe extern "C" fn(
         u64,
@@ -62,7 +78,6 @@ pub(crate) struct NvidiaP2p {
         *mut nvidia_p2p_page_table,
         *mut nvidia_p2p_dma_mapping,
     ) -> kernel::ffi::c_int,
-    _refs: KVec<Symbol>,
 }
 
 struct Persistent {
@@ -70,76 +85,33 @@ struct Persistent {
     put: unsafe extern "C" fn(u64, *mut nvidia_p2p_page_table, u32) -> kernel::ffi::c_int,
 }
 
-/// Resolves `name` and turns its address into a function pointer of type
-/// `Option<F>` (the generated `..._t` typedefs are `Option<fn>`).
-macro_rules! resolve {
-    ($refs:ident, $name:literal, $ty:ty) => {{
-        match Symbol::get($name) {
-            Some(sym) => {
-                // SAFETY: `$name` has the C type `$ty` (nv-p2p-abi.h); a function
-                // address and `Option<fn>` have the same representation.
-                let f: $ty = unsafe { core::mem::transmute::<*mut c_void, $ty>(sym.addr()) };
-                $refs.push(sym, GFP_KERNEL)?;
-                f
-            }
-            None => None,
-        }
-    }};
-}
-
 impl NvidiaP2p {
-    /// Looks up the API.  `Ok(Err(..))` names the first required entry point
-    /// that no loaded module exports; the persistent pair is optional.
-    pub(crate) fn find() -> Result<core::result::Result<Self, Missing>> {
-        let mut refs = KVec::new();
-        let get_pages = resolve!(refs, c"nvidia_p2p_get_pages", nvidia_p2p_get_pages_t);
-        let put_pages = resolve!(refs, c"nvidia_p2p_put_pages", nvidia_p2p_put_pages_t);
-        let dma_map_pages = resolve!(
-            refs,
-            c"nvidia_p2p_dma_map_pages",
-            nvidia_p2p_dma_map_pages_t
-        );
-        let dma_unmap_pages = resolve!(
-            refs,
-            c"nvidia_p2p_dma_unmap_pages",
-            nvidia_p2p_dma_unmap_pages_t
-        );
-        let get_persistent = resolve!(
-            refs,
-            c"nvidia_p2p_get_pages_persistent",
-            nvidia_p2p_get_pages_persistent_t
-        );
-        let put_persistent = resolve!(
-            refs,
-            c"nvidia_p2p_put_pages_persistent",
-            nvidia_p2p_put_pages_persistent_t
-        );
-        let (Some(get_pages), Some(put_pages), Some(dma_map_pages), Some(dma_unmap_pages)) =
-            (get_pages, put_pages, dma_map_pages, dma_unmap_pages)
-        else {
-            let missing = [
-                (get_pages.is_none(), c"nvidia_p2p_get_pages"),
-                (put_pages.is_none(), c"nvidia_p2p_put_pages"),
-                (dma_map_pages.is_none(), c"nvidia_p2p_dma_map_pages"),
-                (dma_unmap_pages.is_none(), c"nvidia_p2p_dma_unmap_pages"),
-            ]
-            .into_iter()
-            .find(|(m, _)| *m)
-            .map_or(c"nvidia_p2p_get_pages", |(_, n)| n);
-            return Ok(Err(Missing::Symbol(missing)));
-        };
-        let persistent = match (get_persistent, put_persistent) {
+    /// The API, or the first required entry point no loaded module exports.
+    /// Weak references resolve plain and GPL-only exports alike (older
+    /// drivers export plainly, which `symbol_get` refuses since Linux 6.6).
+    /// The persistent pair is optional (driver 535 and later).
+    pub(crate) fn find() -> core::result::Result<Self, Missing> {
+        let mut api = glue::peermem_nvidia_api::default();
+        // SAFETY: `api` is a valid out pointer; the glue only stores the
+        // loader-resolved addresses (or NULL) into it.
+        unsafe { glue::peermem_nvidia_api_get(&mut api) };
+        let missing = |name| Missing::Symbol(name);
+        let persistent = match (api.get_pages_persistent, api.put_pages_persistent) {
             (Some(get), Some(put)) => Some(Persistent { get, put }),
             _ => None,
         };
-        Ok(Ok(NvidiaP2p {
-            get_pages,
-            put_pages,
+        // INVARIANT: the addresses come from the loader's resolution.
+        Ok(NvidiaP2p {
+            get_pages: api.get_pages.ok_or(missing("nvidia_p2p_get_pages"))?,
+            put_pages: api.put_pages.ok_or(missing("nvidia_p2p_put_pages"))?,
+            dma_map_pages: api
+                .dma_map_pages
+                .ok_or(missing("nvidia_p2p_dma_map_pages"))?,
+            dma_unmap_pages: api
+                .dma_unmap_pages
+                .ok_or(missing("nvidia_p2p_dma_unmap_pages"))?,
             persistent,
-            dma_map_pages,
-            dma_unmap_pages,
-            _refs: refs,
-        }))
+        })
     }
 
     /// Whether the driver has the persistent API (driver 535 and later).
@@ -147,62 +119,102 @@ impl NvidiaP2p {
         self.persistent.is_some()
     }
 
-    /// Pins `range` of the calling process's GPU address space.  With
-    /// `callback = Some((f, data))` the pin is revocable: the driver calls
-    /// `f(data)` if the memory is freed while pinned.  Without, the
-    /// persistent API is used.
-    pub(crate) fn pin(
-        &self,
-        range: &GpuRange,
-        callback: Option<(FreeCallback, *mut c_void)>,
-    ) -> Result<PageTable> {
+    /// Pins `range` of the calling process's GPU address space with the
+    /// persistent API: no free callback, the memory outlives cudaFree until
+    /// we unpin.
+    pub(crate) fn pin_persistent(&self, range: &GpuRange) -> Result<PageTable> {
+        let Some(p) = &self.persistent else {
+            return Err(crate::compat::eopnotsupp());
+        };
         let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
-        let rc = match (callback, &self.persistent) {
-            // SAFETY: `range` is aligned and non-empty (GpuRange), `table` an out
-            // pointer; `data` outlives the pin or the callback (caller's contract).
-            (Some((f, data)), _) => unsafe {
-                (self.get_pages)(0, 0, range.start(), range.len(), &mut table, Some(f), data)
-            },
-            // SAFETY: as above, with the persistent API (flags must be 0).
-            (None, Some(p)) => unsafe {
-                (p.get)(
-                    range.start(),
-                    range.len(),
-                    &mut table,
-                    NVIDIA_P2P_FLAGS_DEFAULT,
-                )
-            },
-            (None, None) => return Err(crate::compat::eopnotsupp()),
+        // SAFETY: `range` is aligned and non-empty (GpuRange invariant),
+        // `table` is an out pointer, the flags are the only ones allowed.
+        let rc = unsafe {
+            (p.get)(
+                range.start(),
+                range.len(),
+                &mut table,
+                NVIDIA_P2P_FLAGS_DEFAULT,
+            )
         };
         kernel::error::to_result(rc)?;
-        let ptr = NonNull::new(table).ok_or(EIO)?;
-        // INVARIANT: the driver returned a pinned page table for `range`.
-        Ok(PageTable {
-            ptr,
-            va: range.start(),
-            persistent: callback.is_none(),
-        })
+        PageTable::new(table, range, None)
     }
 
-    /// Releases a pin (put_pages).  The free callback does not run after
-    /// this returns.  A put that races with the driver's own teardown is
-    /// answered 0 by the driver.
-    pub(crate) fn unpin(&self, table: PageTable) -> Result {
-        let rc = match (&self.persistent, table.persistent) {
-            // SAFETY: `table` is a pin we own (type invariant), released once
-            // here by value; the flags of the persistent put must be 0.
-            (Some(p), true) => unsafe { (p.put)(table.va, table.ptr.as_ptr(), 0) },
-            // SAFETY: as above, for a revocable pin.
-            _ => unsafe { (self.put_pages)(0, 0, table.va, table.ptr.as_ptr()) },
+    /// Pins `range` of the calling process's GPU address space, revocably:
+    /// the driver calls `armed`'s callback if the memory is freed while
+    /// pinned.  On failure the callback was not kept: the returned
+    /// [`Disarmed`] gives the callback's reference back.
+    pub(crate) fn pin_revocable(
+        &self,
+        range: &GpuRange,
+        armed: Armed,
+    ) -> core::result::Result<PageTable, (Error, Disarmed)> {
+        let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
+        // SAFETY: `range` is aligned and non-empty (GpuRange invariant),
+        // `table` is an out pointer; `armed.data` stays valid until the
+        // callback ran or the pin was released: its `CallbackRef` can only be
+        // given back with a `Disarmed` proof, which exists only then.
+        let rc = unsafe {
+            (self.get_pages)(
+                0,
+                0,
+                range.start(),
+                range.len(),
+                &mut table,
+                Some(armed.f),
+                armed.data,
+            )
         };
-        kernel::error::to_result(rc)
+        if let Err(e) = kernel::error::to_result(rc) {
+            // The driver keeps no callback of a failed pin.
+            return Err((e, Disarmed::new()));
+        }
+        // A success without a table would be a driver bug: the pin, if any,
+        // stays armed (its reference is kept).
+        PageTable::new(table, range, Some(current_process())).map_err(|e| (e, Disarmed::new()))
+    }
+
+    /// Releases a pin (put_pages).  For a revocable pin, the driver looks the
+    /// pin up among the calling process's allocations: from any other
+    /// process (or a kernel thread) its put would find nothing, return 0,
+    /// and leave the pin and its callback armed, so the table is given back
+    /// untouched ([`Unpin::Foreign`]).  On success the callback of a
+    /// revocable pin can no longer start ([`Disarmed`]); one that raced with
+    /// the put already ran (the put waits for the driver's lock, which the
+    /// driver holds around the callback).
+    pub(crate) fn unpin(&self, table: PageTable) -> core::result::Result<Option<Disarmed>, Unpin> {
+        let rc = match (table.owner, &self.persistent) {
+            (Some(owner), _) if owner != current_process() || owner == 0 => {
+                return Err(Unpin::Foreign(table))
+            }
+            // SAFETY: `table` is a revocable pin we own (type invariant),
+            // released once here by value, by the process that pinned it.
+            (Some(_), _) => unsafe { (self.put_pages)(0, 0, table.va, table.ptr.as_ptr()) },
+            // SAFETY: a persistent pin we own, released once here by value;
+            // the flags of the persistent put must be 0.
+            (None, Some(p)) => unsafe { (p.put)(table.va, table.ptr.as_ptr(), 0) },
+            (None, None) => return Err(Unpin::Failed(EINVAL)),
+        };
+        kernel::error::to_result(rc).map_err(Unpin::Failed)?;
+        Ok(table.owner.map(|_| Disarmed::new()))
     }
 
     /// DMA-maps a pinned page table for the peer PCI device `peer`.
-    pub(crate) fn dma_map(&self, peer: PciDev, table: &PageTableRef) -> Result<DmaMapping> {
+    ///
+    /// This is the one window the API gives a revocable pin no way to close:
+    /// the driver reads the table before it takes its lock, and a concurrent
+    /// cudaFree may free it meanwhile.  The free callback must not wait for
+    /// this call (it needs the lock the driver holds around the callback).
+    /// Whatever this returns after such a free is the driver's.
+    pub(crate) fn dma_map(&self, peer: PciDev, table: MapArgs) -> Result<DmaMapping> {
         let mut mapping: *mut nvidia_p2p_dma_mapping = ptr::null_mut();
-        // SAFETY: `peer` is a PCI device (PciDev); `table` is our pin (a racing
-        // revocation is detected by the driver); `mapping` is an out pointer.
+        // SAFETY: `peer` is a live PCI device (PciDev invariant) and
+        // `mapping` an out pointer.  `table` was a live pin when taken from
+        // the registration's `Pins` under its lock; the driver gives no way to
+        // keep a concurrent cudaFree from freeing it during this call (see
+        // the function documentation and shared/facts/nvidia-p2p.md), and our
+        // side never reads it again once the free callback ran.
         let rc = unsafe { (self.dma_map_pages)(peer.0.as_ptr(), table.0.as_ptr(), &mut mapping) };
         kernel::error::to_result(rc)?;
         let ptr = NonNull::new(mapping).ok_or(EIO)?;
@@ -210,14 +222,21 @@ impl NvidiaP2p {
         Ok(DmaMapping { ptr, peer })
     }
 
-    /// Releases a DMA mapping of `table`.
-    pub(crate) fn dma_unmap(&self, table: &PageTableRef, mapping: DmaMapping) -> Result {
-        // SAFETY: `mapping` is a mapping of `table` for `mapping.peer` that
-        // we own (type invariant), released once here by value.
+    /// Releases a DMA mapping.  The caller reports the return to [`Pins`]
+    /// ([`Pins::unmap_done`]), which until then keeps the free callback from
+    /// completing.
+    pub(crate) fn dma_unmap(&self, args: UnmapArgs) -> Result {
+        let UnmapArgs { table, mapping } = args;
+        // SAFETY: `mapping` is a mapping of `table` for `mapping.peer` that we
+        // own (type invariant), released once here by value.  Both stay valid
+        // during the call: they were live in `Pins` when taken, and `Pins`
+        // refuses to let the free callback complete (after which the driver
+        // frees them) until `unmap_done`; the unmap takes no driver lock, so
+        // that wait cannot deadlock (nvidia-p2p.md).
         let rc = unsafe {
             (self.dma_unmap_pages)(
                 mapping.peer.0.as_ptr(),
-                table.0.as_ptr(),
+                table.as_ptr(),
                 mapping.ptr.as_ptr(),
             )
         };
@@ -225,11 +244,115 @@ impl NvidiaP2p {
     }
 }
 
-/// What a pinned page table says about itself, checked against what we can
-/// handle.
-pub(crate) struct PinInfo {
-    /// Number of GPU pages.
-    pub(crate) entries: u32,
+/// Why a pin was not released.
+pub(crate) enum Unpin {
+    /// Asked for by another process than the one that pinned: not released;
+    /// the pin and its free callback stay armed.
+    Foreign(PageTable),
+    /// The driver failed the put: whether the pin is still armed is unknown.
+    Failed(Error),
+}
+
+/// The process a call runs for, as the driver's per-process lookup sees it
+/// (0 for a kernel thread, which has no GPU address space).
+fn current_process() -> u64 {
+    // SAFETY: reads `current`; no preconditions.
+    unsafe { glue::peermem_current_process() }
+}
+
+/// One pin of GPU memory: a page table handed out by the driver.
+///
+/// # Invariants
+///
+/// `ptr` is a page table returned by `nvidia_p2p_get_pages(_persistent)` for
+/// the range starting at `va`, not yet released; `owner` is the pinning
+/// process for a revocable pin, `None` for a persistent one.  It is
+/// dereferenced only while kept in a [`Pins`] (see there).
+pub(crate) struct PageTable {
+    ptr: NonNull<nvidia_p2p_page_table>,
+    va: u64,
+    owner: Option<u64>,
+}
+
+// SAFETY: a page table is driver memory not tied to a thread.
+unsafe impl Send for PageTable {}
+
+impl PageTable {
+    fn new(
+        table: *mut nvidia_p2p_page_table,
+        range: &GpuRange,
+        owner: Option<u64>,
+    ) -> Result<Self> {
+        let ptr = NonNull::new(table).ok_or(EIO)?;
+        // INVARIANT: the driver returned a pinned page table for `range`.
+        Ok(PageTable {
+            ptr,
+            va: range.start(),
+            owner,
+        })
+    }
+
+    /// Whether only another process than the caller could release it (see
+    /// [`NvidiaP2p::unpin`]).
+    pub(crate) fn foreign(&self) -> bool {
+        self.owner.is_some_and(|o| o == 0 || o != current_process())
+    }
+
+    /// The driver freed the memory (free callback): the page table is the
+    /// driver's now and must not be touched again.
+    pub(crate) fn forget(self) {}
+}
+
+/// The page table of a pin, for `dma_map_pages` (see [`NvidiaP2p::dma_map`]).
+pub(crate) struct MapArgs(NonNull<nvidia_p2p_page_table>);
+
+/// What `dma_unmap_pages` needs: the mapping and its page table.
+pub(crate) struct UnmapArgs {
+    table: NonNull<nvidia_p2p_page_table>,
+    mapping: DmaMapping,
+}
+
+// SAFETY: addresses passed back to the driver, not tied to a thread.
+unsafe impl Send for UnmapArgs {}
+
+/// A PCI device the HCA's DMA goes through.
+///
+/// # Invariants
+///
+/// Points to a live `struct pci_dev` (the RDMA core's DMA device, alive
+/// while the registration that uses it exists).
+#[derive(Clone, Copy)]
+pub(crate) struct PciDev(NonNull<pci_dev>);
+
+// SAFETY: only an address, passed to the driver.
+unsafe impl Send for PciDev {}
+
+impl PciDev {
+    /// # Safety
+    ///
+    /// `pdev` must be a live PCI device for as long as the value is used.
+    pub(crate) unsafe fn new(pdev: NonNull<pci_dev>) -> Self {
+        PciDev(pdev)
+    }
+}
+
+/// A DMA mapping of a page table for one peer device.
+///
+/// # Invariants
+///
+/// `ptr` is a mapping returned by `nvidia_p2p_dma_map_pages` for `peer`, not
+/// yet released; dereferenced only while kept in a [`Pins`].
+pub(crate) struct DmaMapping {
+    ptr: NonNull<nvidia_p2p_dma_mapping>,
+    peer: PciDev,
+}
+
+// SAFETY: a DMA mapping is driver memory not tied to a thread.
+unsafe impl Send for DmaMapping {}
+
+impl DmaMapping {
+    /// The driver freed the memory and with it this mapping.
+    pub(crate) fn forget(self) {}
 }
 
 /// Why a page table or mapping from the driver is refused.
@@ -263,127 +386,181 @@ impl core::fmt::Display for Unsupported {
     }
 }
 
-/// One pin of GPU memory: a page table handed out by the driver.
+/// Why [`Pins::adopt`] did not keep a table.
+pub(crate) enum Adopt {
+    /// The free callback already ran: the table is the driver's.
+    Revoked(PageTable),
+    /// We cannot use it: unpin it.
+    Unsupported(PageTable, Unsupported),
+}
+
+/// The driver objects of one registration.
 ///
 /// # Invariants
 ///
-/// `ptr` is a page table returned by `nvidia_p2p_get_pages(_persistent)` for
-/// the range starting at `va`, not yet released.  It stays valid until we
-/// release it, or, for a revocable pin, until the driver's free callback
-/// returns: the owner reads it only under the lock that the free callback
-/// takes before it returns (rust/registration.rs).
-pub(crate) struct PageTable {
-    ptr: NonNull<nvidia_p2p_page_table>,
-    va: u64,
-    persistent: bool,
+/// The owner keeps this under the lock its free callback takes, and the free
+/// callback can only complete through [`Pins::revoke`] (its trampoline
+/// needs the [`Revoked`] that only `revoke` makes), which refuses while an
+/// unmap is in flight and forgets the objects: so whatever is kept here is
+/// valid (the driver frees it only after that callback returned).  After
+/// `revoke`, nothing is kept any more.  `entries` is the checked number of
+/// pages of `table`.
+pub(crate) struct Pins {
+    table: Option<PageTable>,
+    entries: u32,
+    mapping: Option<DmaMapping>,
+    unmapping: bool,
+    revoked: bool,
 }
 
-// SAFETY: a page table is driver memory not tied to a thread.
-unsafe impl Send for PageTable {}
-
-/// The address of a pinned page table, for driver calls made without the
-/// owner's lock (the driver detects a concurrent revocation itself).
-#[derive(Clone, Copy)]
-pub(crate) struct PageTableRef(NonNull<nvidia_p2p_page_table>);
-
-// SAFETY: only an address, passed back to the driver.
-unsafe impl Send for PageTableRef {}
-
-impl PageTable {
-    /// The address, for driver calls.
-    pub(crate) fn handle(&self) -> PageTableRef {
-        PageTableRef(self.ptr)
+impl Pins {
+    /// No pin yet.
+    pub(crate) const fn new() -> Self {
+        Pins {
+            table: None,
+            entries: 0,
+            mapping: None,
+            unmapping: false,
+            revoked: false,
+        }
     }
 
-    /// Checks the layout and size of the pin against `range`.
-    pub(crate) fn check(&self, range: &GpuRange) -> core::result::Result<PinInfo, Unsupported> {
-        // SAFETY: `ptr` is valid under the caller's lock (type invariant); these
-        // fields exist in v1 and v2 alike (`flags`, v2 only, is not read).
+    /// Keeps `table`, just pinned for `range`, after checking its layout.
+    pub(crate) fn adopt(
+        &mut self,
+        table: PageTable,
+        range: &GpuRange,
+    ) -> core::result::Result<(), Adopt> {
+        if self.revoked {
+            return Err(Adopt::Revoked(table));
+        }
+        // SAFETY: not revoked, so the callback has not completed and the
+        // driver has not freed the table (type invariant: the caller holds
+        // the lock the callback takes); these fields exist in v1 and v2
+        // alike (`flags`, v2 only, is not read).
         let (v, page_size, entries) = unsafe {
-            let t = self.ptr.as_ptr();
+            let t = table.ptr.as_ptr();
             ((*t).version, (*t).page_size, (*t).entries)
         };
-        if version::page_table_layout(v).is_none() {
-            return Err(Unsupported::PageTableVersion(v));
+        let why = if version::page_table_layout(v).is_none() {
+            Some(Unsupported::PageTableVersion(v))
+        } else if page_size != NVIDIA_P2P_PAGE_SIZE_64KB {
+            Some(Unsupported::PageSize(page_size))
+        } else if u64::from(entries) != range.pages() {
+            Some(Unsupported::Entries(entries))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Adopt::Unsupported(table, why));
         }
-        if page_size != NVIDIA_P2P_PAGE_SIZE_64KB {
-            return Err(Unsupported::PageSize(page_size));
-        }
-        if u64::from(entries) != range.pages() {
-            return Err(Unsupported::Entries(entries));
-        }
-        Ok(PinInfo { entries })
+        self.table = Some(table);
+        self.entries = entries;
+        Ok(())
     }
 
-    /// The driver freed the memory (free callback): the page table is the
-    /// driver's now and must not be touched again.
-    pub(crate) fn revoke(self) {}
-}
-
-/// A PCI device the HCA's DMA goes through.
-///
-/// # Invariants
-///
-/// Points to a live `struct pci_dev` (the RDMA core's DMA device, alive
-/// while the registration that uses it exists).
-#[derive(Clone, Copy)]
-pub(crate) struct PciDev(NonNull<pci_dev>);
-
-// SAFETY: only an address, passed to the driver.
-unsafe impl Send for PciDev {}
-
-impl PciDev {
-    /// # Safety
-    ///
-    /// `pdev` must be a live PCI device for as long as the value is used.
-    pub(crate) unsafe fn new(pdev: NonNull<pci_dev>) -> Self {
-        PciDev(pdev)
+    /// Whether only another process than the caller could release the pin.
+    pub(crate) fn foreign(&self) -> bool {
+        self.table.as_ref().is_some_and(PageTable::foreign)
     }
-}
 
-/// A DMA mapping of a page table for one peer device.
-///
-/// # Invariants
-///
-/// `ptr` is a mapping returned by `nvidia_p2p_dma_map_pages` for `peer`, not
-/// yet released; valid under the same rule as [`PageTable`].
-pub(crate) struct DmaMapping {
-    ptr: NonNull<nvidia_p2p_dma_mapping>,
-    peer: PciDev,
-}
+    /// The process that pinned, for a revocable pin.
+    pub(crate) fn owner(&self) -> Option<u64> {
+        self.table.as_ref().and_then(|t| t.owner)
+    }
 
-// SAFETY: a DMA mapping is driver memory not tied to a thread.
-unsafe impl Send for DmaMapping {}
+    /// The page table, for `dma_map_pages`.
+    pub(crate) fn map_args(&self) -> Option<MapArgs> {
+        self.table.as_ref().map(|t| MapArgs(t.ptr))
+    }
 
-impl DmaMapping {
-    /// Appends the bus address of every GPU page to `out` (which the caller
-    /// sized), after checking the mapping's layout against `pin`.
-    pub(crate) fn addresses(
+    /// Keeps a new mapping (unless the callback ran meanwhile: then it is
+    /// the driver's and is forgotten; `false`).
+    pub(crate) fn adopt_mapping(&mut self, mapping: DmaMapping) -> bool {
+        if self.revoked || self.table.is_none() {
+            mapping.forget();
+            return false;
+        }
+        self.mapping = Some(mapping);
+        true
+    }
+
+    /// The mapping's bus addresses coalesced into segments of at most
+    /// `max_segment` bytes, read straight from the driver's array (valid
+    /// while `self` is borrowed: type invariant).
+    pub(crate) fn segments(
         &self,
-        pin: &PinInfo,
-        out: &mut KVec<u64>,
-    ) -> core::result::Result<(), Unsupported> {
-        // SAFETY: by the type invariant `ptr` is valid while the caller holds
-        // the owner's lock.
+        max_segment: u64,
+    ) -> core::result::Result<Coalesce<'_>, Unsupported> {
+        let Some(m) = &self.mapping else {
+            return Err(Unsupported::Entries(0));
+        };
+        // SAFETY: a kept mapping is valid (type invariant).
         let (v, entries, addrs) = unsafe {
-            let m = self.ptr.as_ptr();
+            let m = m.ptr.as_ptr();
             ((*m).version, (*m).entries, (*m).dma_addresses)
         };
         if !version::dma_mapping_ok(v) {
             return Err(Unsupported::MappingVersion(v));
         }
-        if entries != pin.entries || addrs.is_null() {
+        if entries != self.entries || addrs.is_null() {
             return Err(Unsupported::Entries(entries));
         }
-        // SAFETY: the driver's mapping has `entries` addresses at `addrs`.
+        // SAFETY: the driver's mapping has `entries` addresses at `addrs`,
+        // valid as long as the mapping, which `&self` keeps (type invariant).
         let addrs = unsafe { core::slice::from_raw_parts(addrs, entries as usize) };
-        for &a in addrs {
-            out.push(a, GFP_KERNEL)
-                .map_err(|_| Unsupported::Entries(entries))?;
-        }
-        Ok(())
+        Ok(coalesce(addrs, GPU_PAGE_SIZE, max_segment))
     }
 
-    /// The driver freed the memory and with it this mapping.
-    pub(crate) fn revoke(self) {}
+    /// Takes the mapping out for `dma_unmap_pages`; until [`Pins::unmap_done`]
+    /// the free callback cannot complete.
+    pub(crate) fn take_unmap(&mut self) -> Option<UnmapArgs> {
+        let table = self.table.as_ref()?.ptr;
+        let mapping = self.mapping.take()?;
+        self.unmapping = true;
+        Some(UnmapArgs { table, mapping })
+    }
+
+    /// The unmap taken by [`Pins::take_unmap`] returned.
+    pub(crate) fn unmap_done(&mut self) {
+        self.unmapping = false;
+    }
+
+    /// Takes the pin out to release it.
+    pub(crate) fn take_table(&mut self) -> Option<PageTable> {
+        self.table.take()
+    }
+
+    /// Puts back a pin that could not be released (see [`Unpin::Foreign`]),
+    /// unless the callback ran meanwhile.
+    pub(crate) fn restore(&mut self, table: PageTable) {
+        if self.revoked {
+            table.forget();
+        } else {
+            self.table = Some(table);
+        }
+    }
+
+    /// The free callback: forgets the driver's objects (it frees them once
+    /// the callback returns) and carries the callback's reference, to be
+    /// given back when the callback is done.  Refused while an unmap is in
+    /// flight (the callback must wait for it: its return is the driver's
+    /// signal to free what the unmap uses); the inputs are given back.
+    pub(crate) fn revoke<R>(
+        &mut self,
+        ran: CallbackRan,
+        callback: Option<CallbackRef<R>>,
+    ) -> core::result::Result<Revoked<R>, (CallbackRan, Option<CallbackRef<R>>)> {
+        if self.unmapping {
+            return Err((ran, callback));
+        }
+        self.revoked = true;
+        if let Some(t) = self.table.take() {
+            t.forget();
+        }
+        if let Some(m) = self.mapping.take() {
+            m.forget();
+        }
+        Ok(Revoked::new(callback, ran))
+    }
 }

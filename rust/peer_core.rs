@@ -118,7 +118,17 @@ impl ClientRegistration {
     pub(crate) fn invalidator(&self) -> Option<Invalidator> {
         self.invalidate
     }
+
+    /// Unregisters: returns once the core released every registration of
+    /// ours and can no longer call the client.
+    pub(crate) fn unregister(self) -> Unregistered {
+        drop(self);
+        Unregistered(())
+    }
 }
+
+/// Proof that the client is unregistered: the core calls it no more.
+pub(crate) struct Unregistered(());
 
 impl Drop for ClientRegistration {
     fn drop(&mut self) {
@@ -150,8 +160,9 @@ impl Invalidator {
     /// return no DMA is active.  May re-enter our dma_unmap/put_pages (cores
     /// that ignore `PEER_MEM_INVALIDATE_UNMAPS`).
     pub(crate) fn invalidate(&self, core_context: u64) -> Result {
-        // SAFETY: by the type invariant `f` and `handle` are valid;
-        // `core_context` is the id the core gave that registration.
+        // SAFETY: by the type invariant `f` and `handle` are valid; any
+        // `core_context` is accepted: the core looks it up and answers an
+        // unknown or stale one with 0 (peer-memory-core.md, "Invalidation").
         kernel::error::to_result(unsafe { (self.f)(self.handle.as_ptr(), core_context) })
     }
 }

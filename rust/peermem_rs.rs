@@ -21,9 +21,20 @@ mod stats;
 
 use driver::PeermemRs;
 
+// The module's name is chosen at build time (Kbuild's PEERMEM_NAME):
+// `nvidia_peermem` is the identity NCCL, UCX and NVSHMEM detect.
+#[cfg(not(peermem_nvidia_identity))]
 kernel::prelude::module! {
     type: PeermemRs,
     name: "peermem_rs",
     description: "GPUDirect RDMA peer-memory client for NVIDIA GPUs (Rust)",
+    license: "GPL",
+}
+
+#[cfg(peermem_nvidia_identity)]
+kernel::prelude::module! {
+    type: PeermemRs,
+    name: "nvidia_peermem",
+    description: "GPUDirect RDMA peer-memory client for NVIDIA GPUs (peermem-rs, Rust)",
     license: "GPL",
 }

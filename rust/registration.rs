@@ -7,25 +7,29 @@
 //!
 //! One pin per registration: `acquire` decides ownership by pinning and
 //! keeps that pin for `get_pages`.  Locking: each registration has one
-//! mutex, held only to read or change its [`State`] and the driver objects
-//! it owns, never across a call into the NVIDIA driver or the RDMA core.
-//! The driver holds its own lock around the free callback, which takes ours;
-//! since we never take the driver's lock (by calling it) while holding ours,
-//! the two are never taken in both orders.  The state machine and its
-//! diagram are in rust/logic/state.rs.
+//! mutex, held only to read or change its [`State`] and what it owns
+//! ([`Pins`], its SG table), never across a call into the NVIDIA driver or
+//! the RDMA core.  The driver holds its own lock around the free callback,
+//! which takes ours; since we never take the driver's lock (by calling it)
+//! while holding ours, the two are never taken in both orders.  The free
+//! callback may wait (on [`Registration::unmapped`]) for a DMA unmap in
+//! flight, which takes no driver lock; it never waits for a pin, unpin or
+//! map call.  The state machine and its diagram are in rust/logic/state.rs.
 
 use kernel::prelude::*;
-use kernel::sync::{Arc, ArcBorrow, Mutex, SpinLock};
-use kernel::{new_mutex, new_spinlock};
+use kernel::sync::{Arc, ArcBorrow, CondVar, Mutex};
+use kernel::{new_condvar, new_mutex};
 
-use crate::client::{CallbackRef, PeerMemoryClient};
+use crate::client::{free_callback_of, PeerMemoryClient};
 use crate::glue::{self, ModuleRef, SeqWriter};
-use crate::logic::coalesce::coalesce;
 use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
-use crate::nvidia::{DmaMapping, NvidiaP2p, PageTable, PciDev, PinInfo, Unsupported};
+use crate::nvidia::{
+    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, PageTable, Pins, Revoked,
+    Unpin,
+};
 use crate::peer_core::Invalidator;
-use crate::sg::{DmaDevice, SgTable};
+use crate::sg::{DmaDevice, OwnedSgTable, SgTable};
 use crate::stats::{ErrorKind, STATS};
 
 /// How GPU memory is pinned.
@@ -48,48 +52,44 @@ impl Mode {
     }
 }
 
-/// The module-wide client: the NVIDIA API, the mode, and the core's
-/// invalidate entry point (known once registration with the core returned).
-#[pin_data]
+/// The module-wide client: the NVIDIA API, the mode, and (invalidate mode)
+/// the core's invalidate entry point, known before the client serves any
+/// registration (rust/driver.rs).
 pub(crate) struct Client {
     nvidia: NvidiaP2p,
     mode: Mode,
     name: &'static str,
-    #[pin]
-    invalidator: SpinLock<Option<Invalidator>>,
+    invalidator: Option<Invalidator>,
 }
 
 impl Client {
     /// A new client.
-    pub(crate) fn new(nvidia: NvidiaP2p, mode: Mode, name: &'static str) -> Result<Arc<Self>> {
-        Arc::pin_init(
-            pin_init!(Client {
+    pub(crate) fn new(
+        nvidia: NvidiaP2p,
+        mode: Mode,
+        name: &'static str,
+        invalidator: Option<Invalidator>,
+    ) -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Client {
                 nvidia,
                 mode,
                 name,
-                invalidator <- new_spinlock!(None, "peermem_rs::Client::invalidator"),
-            }),
+                invalidator,
+            },
             GFP_KERNEL,
-        )
-    }
-
-    /// Records the core's invalidate entry point (invalidate mode).
-    pub(crate) fn set_invalidator(&self, inv: Option<Invalidator>) {
-        *self.invalidator.lock() = inv;
+        )?)
     }
 }
 
 /// What a registration owns, under its lock.
 struct Inner {
     state: State,
-    /// The pin, while `state.holds_pin()`.
-    pin: Option<PageTable>,
-    info: Option<PinInfo>,
-    /// The DMA mapping, while mapped.
-    mapping: Option<DmaMapping>,
-    peer: Option<PciDev>,
-    /// Our entries in the core's SG table are allocated.
-    sg_allocated: bool,
+    /// The driver's page table and DMA mapping.
+    pins: Pins,
+    /// Our SG table, lent to the core from `dma_map` until we free it (in
+    /// `dma_unmap`, else in `release`).
+    sg: Option<OwnedSgTable>,
     core_context: Option<u64>,
     /// The free callback's reference, while the callback may still run.
     callback: Option<CallbackRef<Registration>>,
@@ -101,9 +101,10 @@ struct Inner {
 ///
 /// # Invariants
 ///
-/// `inner.pin` is `Some` exactly while `inner.state.holds_pin()` (outside of
-/// the short windows where a step took it out to call the driver), and
-/// `inner.callback` is `Some` while a free callback may still arrive.
+/// `inner.pins` holds the pin exactly while `inner.state.holds_pin()`
+/// (outside of the short windows where a step took it out to call the
+/// driver), and `inner.callback` is `Some` while a free callback may still
+/// arrive.
 #[pin_data]
 pub(crate) struct Registration {
     client: Arc<Client>,
@@ -112,6 +113,9 @@ pub(crate) struct Registration {
     range: GpuRange,
     #[pin]
     inner: Mutex<Inner>,
+    /// Signalled when a DMA unmap returns (a free callback may wait for it).
+    #[pin]
+    unmapped: CondVar,
     _module: ModuleRef,
 }
 
@@ -119,6 +123,23 @@ impl Registration {
     fn fail(kind: ErrorKind, e: Error) -> Error {
         STATS.error(kind);
         e
+    }
+
+    /// A driver error as the caller of `ibv_reg_mr` should see it: the
+    /// kernel-internal `ENOTSUPP` becomes `EOPNOTSUPP`.
+    fn driver_error(&self, e: Error) -> Error {
+        if !is_enotsupp(e) {
+            return e;
+        }
+        if self.client.mode == Mode::Persistent {
+            pr_warn!(
+                "the NVIDIA driver does not support persistent pins on this GPU \
+                 (MIG, confidential computing or vGPU): load with mode=invalidate\n"
+            );
+        } else {
+            pr_warn!("the NVIDIA driver does not support GPUDirect RDMA mappings of this memory\n");
+        }
+        crate::compat::eopnotsupp()
     }
 
     /// Pins and claims `[addr, addr + size)` if it is GPU memory of the
@@ -131,7 +152,6 @@ impl Registration {
                 return Ok(None);
             }
         };
-        let mode = client.mode;
         let module = ModuleRef::get()?;
         let reg = Arc::pin_init(
             pin_init!(Registration {
@@ -143,39 +163,45 @@ impl Registration {
                     // Pinned from before the pin call: a free callback that
                     // arrives before we look at the result revokes it.
                     state: State::Pinned,
-                    pin: None,
-                    info: None,
-                    mapping: None,
-                    peer: None,
-                    sg_allocated: false,
+                    pins: Pins::new(),
+                    sg: None,
                     core_context: None,
                     callback: None,
                     pin_error: None,
                 }, "peermem_rs::Registration::inner"),
+                unmapped <- new_condvar!("peermem_rs::Registration::unmapped"),
                 _module: module,
             }),
             GFP_KERNEL,
         )?;
-        // The free callback's reference lives in the registration from
-        // before the pin call, so a callback arriving at any time owns it.
-        let data = match mode {
-            Mode::Invalidate => {
-                let cb = CallbackRef::new(reg.clone());
-                let data = cb.data();
-                reg.inner.lock().callback = Some(cb);
-                Some((CallbackRef::<Self>::callback::<Client>(), data))
-            }
-            Mode::Persistent => None,
-        };
         let t0 = glue::now_ns();
-        let pinned = reg.client.nvidia.pin(&range, data);
+        let pinned = match reg.client.mode {
+            Mode::Invalidate => {
+                // The callback's reference lives in the registration from
+                // before the pin call, so a callback arriving at any time
+                // finds it there.
+                let cb = CallbackRef::new(reg.clone());
+                let armed = cb.arm(free_callback_of::<Client>());
+                reg.inner.lock().callback = Some(cb);
+                reg.client
+                    .nvidia
+                    .pin_revocable(&range, armed)
+                    .map_err(|(e, disarmed)| {
+                        reg.release_callback(disarmed);
+                        e
+                    })
+            }
+            Mode::Persistent => reg.client.nvidia.pin_persistent(&range),
+        };
         let pin_ns = glue::now_ns().saturating_sub(t0);
-        let pin = match pinned {
-            Ok(pin) => pin,
+        let table = match pinned {
+            Ok(table) => {
+                STATS.pinned(range.len(), pin_ns);
+                table
+            }
             // Not GPU memory (or not this process's): not ours.
             Err(e) if e == EINVAL => {
                 STATS.declined();
-                drop(reg.inner.lock().callback.take());
                 return Ok(None);
             }
             // GPU memory the driver would not pin: claim it so that the
@@ -183,50 +209,47 @@ impl Registration {
             // would only read "not mine").
             Err(e) => {
                 STATS.error(ErrorKind::Pin);
-                let callback = {
-                    let mut inner = reg.inner.lock();
-                    inner.pin_error = Some(e);
-                    inner.state = State::Unpinned;
-                    inner.callback.take()
-                };
-                drop(callback);
+                let e = reg.driver_error(e);
+                let mut inner = reg.inner.lock();
+                inner.pin_error = Some(e);
+                inner.state = State::Unpinned;
+                drop(inner);
+                STATS.claimed();
                 return Ok(Some(reg));
             }
         };
-        let mut inner = reg.inner.lock();
-        if inner.state == State::Revoked {
-            // cudaFree raced with the pin: the driver owns the table, and
-            // the callback took its reference.
-            drop(inner);
-            pin.revoke();
-            STATS.error(ErrorKind::Revoked);
-            return Ok(None);
-        }
-        match pin.check(&range) {
-            Ok(info) => {
-                inner.pin = Some(pin);
-                inner.info = Some(info);
-                drop(inner);
-                STATS.pinned(range.len(), pin_ns);
+        let adopted = reg.inner.lock().pins.adopt(table, &range);
+        match adopted {
+            Ok(()) => {
+                STATS.claimed();
                 Ok(Some(reg))
             }
-            Err(why) => {
-                drop(inner);
+            Err(Adopt::Revoked(table)) => {
+                // cudaFree raced with the pin: the driver owns the table,
+                // and the callback took its reference.
+                table.forget();
+                STATS.error(ErrorKind::Revoked);
+                Ok(None)
+            }
+            Err(Adopt::Unsupported(table, why)) => {
                 pr_err!(
                     "refusing a pin of {} bytes: {}\n",
                     size,
                     format_args!("{why}")
                 );
                 STATS.error(ErrorKind::Unsupported);
-                // The callback cannot run once unpin returns: take its
-                // reference back.
-                if reg.client.nvidia.unpin(pin).is_err() {
-                    STATS.error(ErrorKind::Unpin);
-                }
-                let callback = reg.inner.lock().callback.take();
-                drop(callback);
+                reg.inner.lock().state = State::Unpinning;
+                reg.finish_unpin(table);
                 Ok(None)
             }
+        }
+    }
+
+    /// Gives the free callback's reference back (the driver will not call).
+    fn release_callback(&self, proof: Disarmed) {
+        let callback = self.inner.lock().callback.take();
+        if let Some(cb) = callback {
+            cb.release(proof);
         }
     }
 
@@ -253,8 +276,6 @@ impl Registration {
             pr_err!("the RDMA device's DMA device is not a PCI device\n");
             return Err(Self::fail(ErrorKind::NotPci, crate::compat::eopnotsupp()));
         };
-        let pages = self.range.pages() as usize;
-        let mut addrs = KVec::with_capacity(pages, GFP_KERNEL)?;
         let table = {
             let mut inner = self.inner.lock();
             match inner.state.map_begin() {
@@ -262,66 +283,64 @@ impl Registration {
                 Err(Refusal::Revoked) => return Err(Self::fail(ErrorKind::Revoked, EFAULT)),
                 Err(Refusal::OutOfOrder) => return Err(Self::fail(ErrorKind::OutOfOrder, EINVAL)),
             }
-            match &inner.pin {
-                Some(pin) => pin.handle(),
-                None => return Err(Self::fail(ErrorKind::OutOfOrder, EINVAL)),
+            match inner.pins.map_args() {
+                Some(t) => t,
+                None => {
+                    let _ = inner.state.map_end(false);
+                    return Err(Self::fail(ErrorKind::OutOfOrder, EINVAL));
+                }
             }
         };
-        let mapped = self.client.nvidia.dma_map(peer, &table);
+        let mapped = self.client.nvidia.dma_map(peer, table);
         let mut inner = self.inner.lock();
-        let mapping = match (inner.state.map_end(mapped.is_ok()), mapped) {
-            (Ok(true), Ok(m)) => m,
-            (_, Err(e)) => return Err(Self::fail(ErrorKind::DmaMap, e)),
+        match (inner.state.map_end(mapped.is_ok()), mapped) {
+            (Ok(true), Ok(m)) => {
+                inner.pins.adopt_mapping(m);
+            }
+            (_, Err(e)) => return Err(Self::fail(ErrorKind::DmaMap, self.driver_error(e))),
             (_, Ok(m)) => {
                 // cudaFree came during the call: the driver frees `m`.
-                m.revoke();
+                m.forget();
                 return Err(Self::fail(ErrorKind::Revoked, EFAULT));
             }
-        };
-        let read = match &inner.info {
-            Some(info) => mapping.addresses(info, &mut addrs),
-            None => Err(Unsupported::Entries(0)),
-        };
-        inner.mapping = Some(mapping);
-        inner.peer = Some(peer);
-        drop(inner);
-        let result = read
-            .map_err(|why| {
+        }
+        // Our SG list, coalesced straight from the driver's address array
+        // (no per-page copy), read under our lock: the free callback cannot
+        // complete, and so the driver cannot free the mapping, meanwhile.
+        let built = match inner.pins.segments(dev.max_segment()) {
+            Ok(segments) => {
+                OwnedSgTable::new(segments).map_err(|e| Self::fail(ErrorKind::NoMemory, e))
+            }
+            Err(why) => {
                 pr_err!("refusing a DMA mapping: {}\n", format_args!("{why}"));
-                Self::fail(ErrorKind::Unsupported, EINVAL)
-            })
-            .and_then(|()| {
-                let segments = coalesce(&addrs, GPU_PAGE_SIZE, dev.max_segment());
-                let n = segments.clone().count();
-                sg.fill(segments, n)
-                    .map_err(|e| Self::fail(ErrorKind::NoMemory, e))?;
+                Err(Self::fail(ErrorKind::Unsupported, EINVAL))
+            }
+        };
+        match built {
+            Ok((table, n)) => {
+                table.lend(&mut sg);
+                inner.sg = Some(table);
+                drop(inner);
+                STATS.coalesced(self.range.pages(), u64::from(n));
                 Ok(n)
-            });
-        match result {
-            Ok(n) => {
-                self.inner.lock().sg_allocated = true;
-                STATS.coalesced(pages as u64, n as u64);
-                Ok(n as u32)
             }
             Err(e) => {
-                // Undo the mapping: the core does not call dma_unmap after a
-                // failed dma_map.
-                self.unmap(None);
+                drop(inner);
+                // The core does not call dma_unmap after a failed dma_map,
+                // and the table it gave us stays untouched.
+                self.unmap();
                 Err(e)
             }
         }
     }
 
     /// Releases the DMA mapping (unless the driver revoked it) and our SG
-    /// entries.
-    fn unmap(&self, sg: Option<SgTable>) {
+    /// table.
+    fn unmap(&self) {
         let mut inner = self.inner.lock();
-        let free_sg = core::mem::replace(&mut inner.sg_allocated, false);
+        let sg = inner.sg.take();
         let call = match inner.state.unmap_begin() {
-            Ok(Action::CallDriver) => inner
-                .mapping
-                .take()
-                .zip(inner.pin.as_ref().map(|p| p.handle())),
+            Ok(Action::CallDriver) => inner.pins.take_unmap(),
             Ok(_) => None,
             Err(_) => {
                 STATS.error(ErrorKind::OutOfOrder);
@@ -329,78 +348,142 @@ impl Registration {
             }
         };
         drop(inner);
-        if let (true, Some(mut sg)) = (free_sg, sg) {
-            sg.free();
+        drop(sg);
+        let Some(call) = call else { return };
+        if self.client.nvidia.dma_unmap(call).is_err() {
+            STATS.error(ErrorKind::DmaUnmap);
         }
-        if let Some((mapping, table)) = call {
-            if self.client.nvidia.dma_unmap(&table, mapping).is_err() {
-                STATS.error(ErrorKind::DmaUnmap);
-            }
-            self.inner.lock().state.unmap_end();
-        }
+        let mut inner = self.inner.lock();
+        inner.pins.unmap_done();
+        inner.state.unmap_end();
+        drop(inner);
+        self.unmapped.notify_all();
     }
 
     /// Releases the pin (put_pages, or release of a pin never given back).
     fn unpin(&self) {
-        let mut inner = self.inner.lock();
-        let action = inner.state.unpin_begin();
-        let (pin, mapping) = match action {
-            Action::CallDriver => (inner.pin.take(), None),
-            Action::UnmapThenUnpin => (inner.pin.take(), inner.mapping.take()),
-            _ => (None, None),
-        };
-        drop(inner);
-        let Some(pin) = pin else { return };
-        if let Some(mapping) = mapping {
-            if self
-                .client
-                .nvidia
-                .dma_unmap(&pin.handle(), mapping)
-                .is_err()
-            {
-                STATS.error(ErrorKind::DmaUnmap);
+        let table = loop {
+            let mut inner = self.inner.lock();
+            let foreign = inner.pins.foreign();
+            let was = inner.state;
+            match inner.state.unpin_begin(foreign) {
+                Action::UnmapFirst => {
+                    // The core skipped dma_unmap (it releases a mapped pin).
+                    drop(inner);
+                    self.unmap();
+                }
+                Action::CallDriver => match inner.pins.take_table() {
+                    Some(t) => break t,
+                    None => {
+                        inner.state = State::Unpinned;
+                        return;
+                    }
+                },
+                _ => {
+                    if inner.state == State::Orphaned && was != State::Orphaned {
+                        pr_warn!(
+                            "GPU memory registered by process {} was deregistered from \
+                             another process: it stays pinned until that process frees \
+                             it or exits\n",
+                            inner.pins.owner().unwrap_or(0)
+                        );
+                        STATS.orphaned();
+                    }
+                    return;
+                }
             }
-        }
-        if self.client.nvidia.unpin(pin).is_err() {
-            STATS.error(ErrorKind::Unpin);
-        }
-        let mut inner = self.inner.lock();
-        let callback = if inner.state.unpin_end() {
-            STATS.unpinned(self.range.len());
-            // The callback can no longer run: its reference is ours.
-            inner.callback.take()
-        } else {
-            None
         };
-        drop(inner);
-        drop(callback);
+        self.finish_unpin(table);
     }
 
-    /// The driver's free callback: fence DMA if the HCA may be using the
-    /// memory, give the page table and mapping up, and hand back the
-    /// callback's reference.
-    fn revoke(&self) -> Option<CallbackRef<Registration>> {
+    /// Calls the driver to release `table` (state `Unpinning`), then settles
+    /// the callback's reference.
+    fn finish_unpin(&self, table: PageTable) {
+        match self.client.nvidia.unpin(table) {
+            Ok(disarmed) => {
+                let mut inner = self.inner.lock();
+                // `unpin_end`: the callback did not take its reference (it
+                // did not run, and now never will).
+                let callback = if inner.state.unpin_end() {
+                    STATS.unpinned(self.range.len());
+                    inner.callback.take()
+                } else {
+                    None
+                };
+                drop(inner);
+                if let (Some(cb), Some(proof)) = (callback, disarmed) {
+                    cb.release(proof);
+                }
+            }
+            Err(Unpin::Foreign(table)) => {
+                // The owner changed under us (cannot happen: checked under
+                // the lock): keep the pin armed.
+                let mut inner = self.inner.lock();
+                inner.pins.restore(table);
+                if inner.state == State::Unpinning {
+                    inner.state = State::Orphaned;
+                    STATS.orphaned();
+                }
+            }
+            Err(Unpin::Failed(e)) => {
+                // Whether the pin is still armed is unknown: keep the
+                // callback's reference (and the registration) in case.
+                pr_warn!(
+                    "the NVIDIA driver failed to unpin ({:?}): the pin is kept until \
+                     its free callback\n",
+                    e
+                );
+                STATS.error(ErrorKind::Unpin);
+                let mut inner = self.inner.lock();
+                if inner.state == State::Unpinning {
+                    inner.state = State::Orphaned;
+                    STATS.orphaned();
+                }
+            }
+        }
+    }
+
+    /// The driver's free callback: wait for an unmap in flight, fence DMA if
+    /// the HCA may be using the memory, give the page table and mapping up.
+    fn revoke(&self, ran: CallbackRan) -> Revoked<Registration> {
         let mut inner = self.inner.lock();
-        let action = match inner.state.free_callback() {
-            Ok(a) => a,
-            Err(_) => {
-                STATS.error(ErrorKind::OutOfOrder);
-                return None;
+        let mut waited = false;
+        let (orphan, action) = loop {
+            let orphan = inner.state == State::Orphaned;
+            match inner.state.free_callback() {
+                Ok(Action::Wait) => {
+                    waited = true;
+                    self.unmapped.wait(&mut inner);
+                }
+                other => break (orphan, other),
             }
         };
-        let held = inner.pin.take().map(|p| p.revoke()).is_some();
-        if let Some(m) = inner.mapping.take() {
-            m.revoke();
-        }
-        let callback = inner.callback.take();
+        let (mut ran, mut callback) = (ran, inner.callback.take());
+        let revoked = loop {
+            match inner.pins.revoke(ran, callback) {
+                Ok(r) => break r,
+                Err((r, cb)) => {
+                    (ran, callback) = (r, cb);
+                    waited = true;
+                    self.unmapped.wait(&mut inner);
+                }
+            }
+        };
         let core_context = inner.core_context;
         drop(inner);
-        if held {
-            STATS.unpinned(self.range.len());
+        if waited {
+            STATS.callback_waited();
+        }
+        let Ok(action) = action else {
+            STATS.error(ErrorKind::OutOfOrder);
+            return revoked;
+        };
+        STATS.unpinned(self.range.len());
+        if orphan {
+            STATS.orphan_ended();
         }
         if action == Action::Fence {
-            let inv = *self.client.invalidator.lock();
-            match (inv, core_context) {
+            match (self.client.invalidator, core_context) {
                 (Some(inv), Some(ctx)) => {
                     if inv.invalidate(ctx).is_err() {
                         STATS.error(ErrorKind::Invalidate);
@@ -411,7 +494,7 @@ impl Registration {
             self.inner.lock().state.fence_done();
         }
         STATS.invalidated();
-        callback
+        revoked
     }
 }
 
@@ -434,8 +517,8 @@ impl PeerMemoryClient for Client {
         reg.dma_map(sg, dev)
     }
 
-    fn dma_unmap(reg: &Registration, sg: SgTable) {
-        reg.unmap(Some(sg));
+    fn dma_unmap(reg: &Registration) {
+        reg.unmap();
     }
 
     fn put_pages(reg: &Registration) {
@@ -448,11 +531,15 @@ impl PeerMemoryClient for Client {
 
     fn release(reg: Arc<Registration>) {
         reg.unpin();
+        // After an invalidation with PEER_MEM_INVALIDATE_UNMAPS the core
+        // only cleared its copy of our SG table: it is ours to free.
+        let sg = reg.inner.lock().sg.take();
+        drop(sg);
         STATS.released();
     }
 
-    fn revoke(reg: &Registration) -> Option<CallbackRef<Registration>> {
-        reg.revoke()
+    fn revoke(reg: &Registration, ran: CallbackRan) -> Revoked<Registration> {
+        reg.revoke(ran)
     }
 
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut SeqWriter) {

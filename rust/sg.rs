@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The scatter-gather table the RDMA core hands to `dma_map`: we allocate
-//! its entries and fill them with coalesced DMA segments; `dma_unmap` frees
-//! them.  Also the DMA device the core maps for.
+//! Scatter-gather tables.  The RDMA core hands `dma_map` an empty
+//! `struct sg_table` ([`SgTable`]); we build our own table
+//! ([`OwnedSgTable`], kept by value in the registration), fill it with the
+//! coalesced DMA segments and lend the core a copy of its header.  The core
+//! may adjust the entries in place (its first/last trims, restored before it
+//! is done) but never frees them: depending on the core, a registration
+//! ends with `dma_unmap`, or, after an invalidation with
+//! `PEER_MEM_INVALIDATE_UNMAPS`, with `release` alone, the core having only
+//! cleared its copy.  We free our table exactly once, when the registration
+//! drops it.  Also the DMA device the core maps for.
 
 use core::ptr::NonNull;
 
@@ -11,8 +18,9 @@ use kernel::prelude::*;
 use crate::bindings::{device, glue, sg_table};
 use crate::logic::coalesce::Segment;
 use crate::nvidia::PciDev;
+use crate::stats::STATS;
 
-/// The core's `struct sg_table` of one registration.
+/// The core's `struct sg_table` of one registration, as `dma_map` gets it.
 ///
 /// # Invariants
 ///
@@ -29,37 +37,66 @@ impl SgTable {
     pub(crate) unsafe fn new(ptr: NonNull<sg_table>) -> Self {
         SgTable { ptr }
     }
+}
 
-    /// Allocates `n` entries and fills them with `segments` (which yields
-    /// `n` items).  On failure the table is left as it was.
-    pub(crate) fn fill(&mut self, segments: impl Iterator<Item = Segment>, n: usize) -> Result {
-        let n = u32::try_from(n).map_err(|_| EINVAL)?;
+/// An SG table we allocated and own.
+///
+/// # Invariants
+///
+/// `table` was set up by `sg_alloc_table` with at least one entry and is
+/// freed exactly once, when the value is dropped.
+pub(crate) struct OwnedSgTable {
+    table: sg_table,
+}
+
+impl OwnedSgTable {
+    /// A table with one entry per item of `segments`, filled with them.  The
+    /// segments are walked twice (count, then fill), so the caller's source
+    /// must not change in between (it is read under the registration lock).
+    pub(crate) fn new(segments: impl Iterator<Item = Segment> + Clone) -> Result<(Self, u32)> {
+        let n = u32::try_from(segments.clone().count()).map_err(|_| EINVAL)?;
         if n == 0 {
             return Err(EINVAL);
         }
-        // SAFETY: the table is valid (type invariant) and has no entries
-        // yet (the core hands it to dma_map empty).
-        kernel::error::to_result(unsafe { glue::peermem_sg_alloc(self.ptr.as_ptr(), n) })?;
-        // SAFETY: the table now has `n` entries.
-        let mut sg = unsafe { glue::peermem_sg_first(self.ptr.as_ptr()) };
+        let mut table = sg_table::default();
+        // SAFETY: `table` is a zeroed table; sg_alloc_table sets it up with
+        // `n` entries (page-sized chunks chained, no high-order allocation),
+        // or leaves nothing allocated on failure.
+        kernel::error::to_result(unsafe { glue::peermem_sg_alloc(&mut table, n) })?;
+        // INVARIANT: set up just above, with `n > 0` entries.
+        let mut owned = OwnedSgTable { table };
+        STATS.sg_table_allocated();
+        // SAFETY: the table has `n` entries.
+        let mut sg = unsafe { glue::peermem_sg_first(&mut owned.table) };
         for seg in segments {
             if sg.is_null() {
                 break;
             }
-            // SAFETY: `sg` is an entry of the table just allocated.
+            // SAFETY: `sg` is one of the table's `n` entries (`segments`
+            // yields `n` items, the walk stops at the last entry).
             unsafe {
                 glue::peermem_sg_set_dma(sg, seg.addr, seg.len);
                 sg = glue::peermem_sg_next(sg);
             }
         }
-        Ok(())
+        Ok((owned, n))
     }
 
-    /// Frees the entries allocated by [`fill`](Self::fill).
-    pub(crate) fn free(&mut self) {
-        // SAFETY: the table is valid and its entries were allocated by
-        // `fill` (the caller tracks that); sg_free_table resets it.
-        unsafe { glue::peermem_sg_free(self.ptr.as_ptr()) };
+    /// Lends the core a copy of the header (first entry, counts): the core
+    /// sees our entries; we keep ownership.
+    pub(crate) fn lend(&self, core: &mut SgTable) {
+        // SAFETY: `core.ptr` is the core's table, valid during the callback
+        // (SgTable invariant); `self.table` is a set-up table.
+        unsafe { glue::peermem_sg_lend(core.ptr.as_ptr(), &self.table) };
+    }
+}
+
+impl Drop for OwnedSgTable {
+    fn drop(&mut self) {
+        // SAFETY: set up by sg_alloc_table and freed only here (type
+        // invariant).
+        unsafe { glue::peermem_sg_free(&mut self.table) };
+        STATS.sg_table_freed();
     }
 }
 

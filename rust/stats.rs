@@ -56,6 +56,9 @@ pub(crate) struct Stats {
     declined: AtomicU64,
     sg_before: AtomicU64,
     sg_after: AtomicU64,
+    sg_tables: AtomicU64,
+    orphaned: AtomicU64,
+    callback_waits: AtomicU64,
     errors: [AtomicU64; ERROR_KINDS],
     pin_time: [AtomicU64; histogram::BUCKETS],
 }
@@ -75,14 +78,21 @@ impl Stats {
             declined: ZERO,
             sg_before: ZERO,
             sg_after: ZERO,
+            sg_tables: ZERO,
+            orphaned: ZERO,
+            callback_waits: ZERO,
             errors: [ZERO; ERROR_KINDS],
             pin_time: [ZERO; histogram::BUCKETS],
         }
     }
 
-    /// A range was pinned and claimed (`acquire` said "mine").
-    pub(crate) fn pinned(&self, bytes: u64, pin_ns: u64) {
+    /// `acquire` said "mine" (the core will release the registration).
+    pub(crate) fn claimed(&self) {
         self.registrations.fetch_add(1, Relaxed);
+    }
+
+    /// A range was pinned, in `pin_ns`.
+    pub(crate) fn pinned(&self, bytes: u64, pin_ns: u64) {
         self.pinned_bytes.fetch_add(bytes, Relaxed);
         self.pin_time[histogram::bucket(pin_ns / 1000)].fetch_add(1, Relaxed);
     }
@@ -111,6 +121,32 @@ impl Stats {
     pub(crate) fn coalesced(&self, pages: u64, entries: u64) {
         self.sg_before.fetch_add(pages, Relaxed);
         self.sg_after.fetch_add(entries, Relaxed);
+    }
+
+    /// An SG table of ours was allocated.
+    pub(crate) fn sg_table_allocated(&self) {
+        self.sg_tables.fetch_add(1, Relaxed);
+    }
+
+    /// An SG table of ours was freed.
+    pub(crate) fn sg_table_freed(&self) {
+        self.sg_tables.fetch_sub(1, Relaxed);
+    }
+
+    /// A pin was released by another process than its owner: it stays
+    /// armed until its free callback (`orphan_ended`).
+    pub(crate) fn orphaned(&self) {
+        self.orphaned.fetch_add(1, Relaxed);
+    }
+
+    /// The free callback of an orphaned pin ran.
+    pub(crate) fn orphan_ended(&self) {
+        self.orphaned.fetch_sub(1, Relaxed);
+    }
+
+    /// A free callback waited for a DMA unmap in flight.
+    pub(crate) fn callback_waited(&self) {
+        self.callback_waits.fetch_add(1, Relaxed);
     }
 
     /// Counts an error.
@@ -144,6 +180,9 @@ impl Stats {
             "sg_entries_after_coalescing {}",
             self.sg_after.load(Relaxed)
         )?;
+        writeln!(w, "sg_tables {}", self.sg_tables.load(Relaxed))?;
+        writeln!(w, "orphaned_pins {}", self.orphaned.load(Relaxed))?;
+        writeln!(w, "callback_waits {}", self.callback_waits.load(Relaxed))?;
         for (name, n) in ERROR_NAMES.iter().zip(&self.errors) {
             writeln!(w, "errors.{name} {}", n.load(Relaxed))?;
         }

@@ -11,20 +11,24 @@
 //! ```text
 //!  acquire pins ──► Pinned ──get_pages──► Lent ──dma_map──► Mapping ──ok──► Mapped
 //!                     │                    ▲  ▲               │ failed        │
-//!                     │                    │  └───────────────┘               │ dma_unmap
-//!                     │                    └──────────── Unmapping ◄──────────┘
-//!                     │ release without get_pages                 │
+//!                     │                    │  └───────────────┘               │ dma_unmap (or
+//!                     │                    └──────────── Unmapping ◄──────────┘ release of a
+//!                     │ release without get_pages                 │              mapped pin)
 //!                     ▼                                           ▼
 //!                 Unpinning ◄──────────── put_pages (from Lent) ──┘
-//!                     │
-//!                     ▼
-//!                 Unpinned            (release frees the registration)
+//!                     │                         │ called from another process
+//!                     ▼                         ▼ (its put would find no pin)
+//!                 Unpinned                  Orphaned  (pin and callback stay armed)
 //!
 //!  free callback (cudaFree, invalidate mode), from any state holding the pin:
 //!    Mapped                      ──► Invalidating ──(core fenced the DMA)──► Revoked
+//!    Unmapping                   ──► (the callback waits until the unmap returned:
+//!                                     the unmap takes no driver lock) ──► Revoked
 //!    Pinned, Lent, Mapping,
-//!    Unmapping, Unpinning        ──► Revoked   (no DMA can be active: no key yet,
+//!    Unpinning, Orphaned         ──► Revoked   (no DMA can be active: no key yet,
 //!                                               or the core already destroyed it)
+//!  The callback never waits for a pin, unpin or map call in flight (they
+//!  need the driver's lock, which the driver holds around the callback).
 //!  In Invalidating and Revoked the driver owns (and frees) the page table and
 //!  the mapping: every later step skips the driver and only tidies our side.
 //! ```
@@ -46,6 +50,11 @@ pub enum State {
     Unpinning,
     /// We released the pin: nothing is held.
     Unpinned,
+    /// The core is done, but the pin could not be released: the release was
+    /// asked for by another process than the one that pinned (the driver
+    /// looks revocable pins up per process).  The pin and its free callback
+    /// stay armed until the owner frees the memory or exits.
+    Orphaned,
     /// The free callback is having the core fence DMA.
     Invalidating,
     /// The driver revoked the memory (cudaFree): DMA is fenced and the driver
@@ -60,10 +69,12 @@ pub enum Action {
     Nothing,
     /// Call the driver (map, unmap or unpin, as the event says).
     CallDriver,
-    /// Unmap in the driver, then unpin (the core skipped `dma_unmap`).
-    UnmapThenUnpin,
+    /// Unmap first (the core skipped `dma_unmap`), then ask again.
+    UnmapFirst,
     /// Ask the core to invalidate (fence DMA), then report `fence_done`.
     Fence,
+    /// An unmap is in flight: wait until it returned, then ask again.
+    Wait,
 }
 
 /// Why an event is refused.
@@ -86,6 +97,7 @@ impl State {
                 | State::Mapped
                 | State::Unmapping
                 | State::Unpinning
+                | State::Orphaned
         )
     }
 
@@ -131,8 +143,9 @@ impl State {
         }
     }
 
-    /// `dma_unmap`: `CallDriver` to unmap, `Nothing` when the driver already
-    /// owns the mapping (revoked) or nothing was mapped.
+    /// `dma_unmap` (or the undo of a `dma_map` that failed after mapping):
+    /// `CallDriver` to unmap, `Nothing` when the driver already owns the
+    /// mapping (revoked) or nothing was mapped.
     pub fn unmap_begin(&mut self) -> Result<Action, Refusal> {
         match *self {
             State::Mapped => {
@@ -145,7 +158,8 @@ impl State {
         }
     }
 
-    /// The driver's unmap call returned.
+    /// The driver's unmap call returned; a free callback waiting for it may
+    /// go on.
     pub fn unmap_end(&mut self) {
         if *self == State::Unmapping {
             *self = State::Lent;
@@ -153,17 +167,20 @@ impl State {
     }
 
     /// `put_pages`, or `release` of a pin the core never took or never gave
-    /// back: what to do with the pin.
-    pub fn unpin_begin(&mut self) -> Action {
+    /// back: what to do with the pin.  `foreign`: the caller is not the
+    /// process that pinned, so the driver's put would find nothing (only
+    /// ever true for revocable pins).
+    pub fn unpin_begin(&mut self, foreign: bool) -> Action {
         match *self {
+            State::Pinned | State::Lent if foreign => {
+                *self = State::Orphaned;
+                Action::Nothing
+            }
             State::Pinned | State::Lent => {
                 *self = State::Unpinning;
                 Action::CallDriver
             }
-            State::Mapped => {
-                *self = State::Unpinning;
-                Action::UnmapThenUnpin
-            }
+            State::Mapped => Action::UnmapFirst,
             _ => Action::Nothing,
         }
     }
@@ -183,6 +200,7 @@ impl State {
 
     /// The driver's free callback (cudaFree of pinned memory).  `Fence`: the
     /// caller must have the core invalidate, then call `fence_done`.
+    /// `Wait`: an unmap is in flight; wait for `unmap_end`, then call again.
     /// `Err(OutOfOrder)`: a callback for a pin we do not hold (a driver bug);
     /// nothing to do.
     pub fn free_callback(&mut self) -> Result<Action, Refusal> {
@@ -191,6 +209,7 @@ impl State {
                 *self = State::Invalidating;
                 Ok(Action::Fence)
             }
+            State::Unmapping => Ok(Action::Wait),
             s if s.holds_pin() => {
                 *self = State::Revoked;
                 Ok(Action::Nothing)
@@ -224,18 +243,18 @@ mod tests {
         assert_eq!(s.unmap_begin(), Ok(Action::CallDriver));
         s.unmap_end();
         assert_eq!(s, State::Lent);
-        assert_eq!(s.unpin_begin(), Action::CallDriver);
+        assert_eq!(s.unpin_begin(false), Action::CallDriver);
         assert!(s.unpin_end());
         assert_eq!(s, State::Unpinned);
         // release after put_pages: nothing left.
-        assert_eq!(s.unpin_begin(), Action::Nothing);
+        assert_eq!(s.unpin_begin(false), Action::Nothing);
         assert!(!s.holds_pin());
     }
 
     #[test]
     fn abandoned_pin_is_unpinned_by_release() {
         let mut s = State::Pinned;
-        assert_eq!(s.unpin_begin(), Action::CallDriver);
+        assert_eq!(s.unpin_begin(false), Action::CallDriver);
         assert!(s.unpin_end());
     }
 
@@ -256,7 +275,7 @@ mod tests {
         // The core re-enters dma_unmap/put_pages from invalidate (no
         // INVALIDATE_UNMAPS) or a dereg runs concurrently: no driver calls.
         assert_eq!(s.unmap_begin(), Ok(Action::Nothing));
-        assert_eq!(s.unpin_begin(), Action::Nothing);
+        assert_eq!(s.unpin_begin(false), Action::Nothing);
         s.fence_done();
         assert_eq!(s, State::Revoked);
         assert!(!s.unpin_end());
@@ -294,7 +313,7 @@ mod tests {
         let mut s = mapped();
         s.unmap_begin().unwrap();
         s.unmap_end();
-        assert_eq!(s.unpin_begin(), Action::CallDriver);
+        assert_eq!(s.unpin_begin(false), Action::CallDriver);
         assert_eq!(s.free_callback(), Ok(Action::Nothing));
         assert!(!s.unpin_end());
         assert_eq!(s, State::Revoked);
@@ -316,7 +335,60 @@ mod tests {
     #[test]
     fn core_skipping_dma_unmap_still_unmaps() {
         let mut s = mapped();
-        assert_eq!(s.unpin_begin(), Action::UnmapThenUnpin);
+        assert_eq!(s.unpin_begin(false), Action::UnmapFirst);
+        assert_eq!(s, State::Mapped);
+        assert_eq!(s.unmap_begin(), Ok(Action::CallDriver));
+        s.unmap_end();
+        assert_eq!(s.unpin_begin(false), Action::CallDriver);
         assert!(s.unpin_end());
+    }
+
+    #[test]
+    fn free_during_unmap_waits_for_it() {
+        let mut s = mapped();
+        assert_eq!(s.unmap_begin(), Ok(Action::CallDriver));
+        // The unmap is in the driver: the callback must wait, not return.
+        assert_eq!(s.free_callback(), Ok(Action::Wait));
+        assert_eq!(s, State::Unmapping);
+        s.unmap_end();
+        // Unmapped: no key, no DMA, nothing to fence.
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
+        assert_eq!(s, State::Revoked);
+    }
+
+    #[test]
+    fn foreign_put_keeps_the_pin_armed_until_the_callback() {
+        for mapped_first in [false, true] {
+            let mut s = if mapped_first {
+                mapped()
+            } else {
+                State::Pinned
+            };
+            if mapped_first {
+                s.unmap_begin().unwrap();
+                s.unmap_end();
+            }
+            assert_eq!(s.unpin_begin(true), Action::Nothing);
+            assert_eq!(s, State::Orphaned);
+            assert!(s.holds_pin());
+            // release after the foreign put: still nothing to do.
+            assert_eq!(s.unpin_begin(true), Action::Nothing);
+            assert_eq!(s.unpin_begin(false), Action::Nothing);
+            // The owner's cudaFree: revoked, no fence (the MR is gone).
+            assert_eq!(s.free_callback(), Ok(Action::Nothing));
+            assert_eq!(s, State::Revoked);
+        }
+    }
+
+    #[test]
+    fn callback_never_waits_for_driver_calls_that_need_its_lock() {
+        // Pin/unpin/map in flight: the callback returns at once.
+        let mut s = State::Pinned;
+        s.get_pages().unwrap();
+        s.map_begin().unwrap();
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
+        let mut s = State::Lent;
+        assert_eq!(s.unpin_begin(false), Action::CallDriver);
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
     }
 }

@@ -1,7 +1,10 @@
 #!/bin/bash
 # tests/bench/build.sh KVER -- build the kernel modules for one kernel of the
 # matrix inside the chroot, from a copy of the working tree:
-#   1. peermem_rs.ko (the product: the top-level Kbuild);
+#   1. peermem_rs.ko (the product: the top-level Kbuild), and the same
+#      module under its detected identity, nvidia_peermem.ko
+#      (PEERMEM_NAME=nvidia_peermem, from a copy of the tree so that both
+#      builds stay incremental);
 #   2. every test module tree tests/<dir>/ that has a Kbuild (simulators,
 #      test clients, negative controls), in name order, each seeing the
 #      symbols exported by the trees built before it;
@@ -18,14 +21,21 @@ mkdir -p "$ROOT$SRC" "$ROOT$OUT"
 rsync -a --delete --exclude=.git --exclude=/build --exclude=target --exclude=/userspace \
   --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' "$TOP/" "$ROOT$SRC/"
 rm -f "$ROOT$OUT"/*.ko
+IDSRC=$STAGE/src/$KVER-nvidia_peermem
+mkdir -p "$ROOT$IDSRC"
+rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
+  --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$IDSRC/"
 
-dirs="$SRC"
+dirs="$SRC $IDSRC"
 for kb in "$ROOT$SRC"/tests/*/Kbuild; do [ -f "$kb" ] && dirs="$dirs ${kb%/Kbuild}"; done
 symvers=; status=0
 for d in $dirs; do
   d=${d#$ROOT}
-  name=${d#$SRC}; name=${name#/}; name=${name:-peermem_rs}
-  if ! in_root make -s -C "$KDIR" M="$d" $LLVM KBUILD_EXTRA_SYMBOLS="$symvers" modules > "$ROOT$d/build.log" 2>&1; then
+  # The product is built through clippy (warnings fail the build, below).
+  name=${d#$SRC}; name=${name#/}; name=${name:-peermem_rs}; extra=
+  [ "$d" = "$SRC" ] && extra=CLIPPY=1
+  [ "$d" = "$IDSRC" ] && { name=nvidia_peermem; extra=PEERMEM_NAME=nvidia_peermem; }
+  if ! in_root make -s -C "$KDIR" M="$d" $LLVM $extra KBUILD_EXTRA_SYMBOLS="$symvers" modules > "$ROOT$d/build.log" 2>&1; then
     echo "BUILD-FAIL $KVER $name"; grep -E 'error|warning' -A5 "$ROOT$d/build.log" | head -60; cat "$ROOT$d/build.log" | tail -20
     status=1; continue
   fi
@@ -33,7 +43,8 @@ for d in $dirs; do
   if grep -qE '^(warning|error)|: warning:' "$ROOT$d/build.log"; then
     echo "BUILD-FAIL $KVER $name: compiler warnings"; grep -E 'warning' -A8 "$ROOT$d/build.log" | head -60; status=1
   fi
-  symvers="$symvers $d/Module.symvers"
+  # The identity build exports nothing the test modules use.
+  [ "$d" = "$IDSRC" ] || symvers="$symvers $d/Module.symvers"
   cp "$ROOT$d"/*.ko "$ROOT$OUT/" 2>/dev/null || true
 done
 # Import check.

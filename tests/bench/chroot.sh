@@ -6,6 +6,8 @@
 . "$(dirname "$0")/lib.sh"
 
 stamp_ok chroot && exit 0
+bench_lock "chroot-$CHROOT_KEY"
+stamp_ok chroot && exit 0
 mirror=$(debian_mirror)
 if [ ! -x "$ROOT/usr/bin/apt-get" ]; then
   log "debootstrap $SUITE into $ROOT"

@@ -11,6 +11,7 @@
 #     the 9p root (9p is modular in Debian's kernels).
 . "$(dirname "$0")/lib.sh"
 KVER=$1
+bench_lock "kernel-$KVER-$CHROOT_KEY"
 is_debug_kernel "$KVER" && die "$KVER is the debug kernel: use kernel-debug.sh"
 K=/usr/src/linux-headers-$KVER
 [ -f "$ROOT$K/.config" ] || die "linux-headers-$KVER missing from the chroot"

@@ -10,6 +10,7 @@
 # instead of building (~13 min on 2 cores).
 . "$(dirname "$0")/lib.sh"
 KREL=$DEBUG_KERNEL
+bench_lock "kernel-$KREL-$CHROOT_KEY"
 # Bump when this script changes what it builds.
 KERNEL_REV=1
 key=$(cat "$BENCH/debug-6.12.config" | { cat; echo "$DEBUG_KERNEL_SRCVER $RUSTC_PKGVER $LLVM_PKGVER $KREL $KERNEL_REV"; } |

@@ -49,6 +49,19 @@ stamp_file() { echo "$ROOT/.bench-stamps/$1"; }
 stamp_ok()  { [ -f "$(stamp_file "$1")" ]; }
 stamp_set() { mkdir -p "$ROOT/.bench-stamps"; date -u +%FT%TZ > "$(stamp_file "$1")"; }
 
+# One preparation step at a time: a bench run that reaches a step another
+# run is doing (the chroot, a kernel) waits for it and then finds it done,
+# instead of failing on a half-built tree.  The lock is held on fd 9 until
+# the step's script exits.
+bench_lock() { # bench_lock NAME
+  mkdir -p "$CACHE"
+  exec 9> "$CACHE/.lock-$1"
+  if ! flock -n 9; then
+    log "another bench run is preparing $1: waiting for it"
+    flock 9
+  fi
+}
+
 # Timing of a step, for the summaries.
 timed() { # timed LABEL cmd...
   local t0 rc=0 label=$1; shift

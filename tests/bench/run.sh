@@ -75,7 +75,15 @@ run_cargo_tests() { # run_cargo_tests [--build-only CRATE...]
   done
   return $rc
 }
+# The module's sources are rustfmt-clean (the kernel crate builds through
+# clippy in build.sh).
+rustfmt_check() {
+  mkdir -p "$ROOT$STAGE/fmt"
+  rsync -a --delete "$TOP/rust/" "$ROOT$STAGE/fmt/rust/"
+  in_root rustfmt --edition 2021 --check "$STAGE/fmt/rust/peermem_rs.rs"
+}
 if [ "$mode" = test ] || [ "$mode" = host ]; then
+  if timed rustfmt rustfmt_check; then record pass rustfmt; else record fail rustfmt; fi
   timed "cargo tests" run_cargo_tests || true
   for c in "$RESULTS"/cargo-*.counts; do
     [ -f "$c" ] || continue

@@ -13,7 +13,7 @@ check "peer_core_sim alone" insmod "$MODS/peer_core_sim.ko" || finish
 log_mark nonv
 fails_with "without the NVIDIA driver: ENODEV" 'No such device' insmod "$KO"
 check "... one line says which symbol is missing and to load nvidia first" \
-  grep -qE 'peermem_rs: the NVIDIA driver is not loaded \(nvidia_p2p_get_pages not found\): load nvidia first' <(log_since nonv)
+  grep -qE 'peermem_rs: the NVIDIA driver is not loaded \(nvidia_p2p_get_pages is exported by no loaded module\): load nvidia first' <(log_since nonv)
 rmmod peer_core_sim
 
 check "simulated GPU (with the persistent API) and core" sim_load || finish

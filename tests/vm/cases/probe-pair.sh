@@ -70,9 +70,20 @@ for f in /tmp/pair-srv.json /tmp/pair-cli.json; do
 done
 check "JSON runs exit 0 ($rc_cli/$rc_srv)" test "$rc_cli$rc_srv" = 00 || cat /tmp/pair-srv.json /tmp/pair-srv.err /tmp/pair-cli.json
 
+# A client asking for more than the server's --max-size is refused, and
+# both sides say why.
+ip netns exec $A timeout 120 "$P" pair --listen $IPA --port 18650 --max-size 64K --timeout 30 > /tmp/pair-max.out 2>&1 & srv=$!
+for i in $(seq 300); do grep -q listening /tmp/pair-max.out && break; sleep 0.1; done
+out=$(ip netns exec $B timeout 60 "$P" pair --connect $IPA --port 18650 --size 1M --timeout 20 2>&1); rc_cli=$?
+wait $srv; rc_srv=$?
+echo "$out"; cat /tmp/pair-max.out
+check "over --max-size: server exit 1 with the reason (got $rc_srv)" bash -c '[ "$1" = 1 ] && grep -q "asked for a 1 MiB buffer; this server allows 1 byte to 64 KiB (--max-size)" /tmp/pair-max.out' _ "$rc_srv"
+check "over --max-size: client refused, exit 1 (got $rc_cli)" bash -c '[ "$1" = 1 ] && grep -qE "^setup +FAIL" <<<"$2" && grep -q "remedy:" <<<"$2"' _ "$rc_cli" "$out"
+
 # Nobody listening: the client fails with one readable line, exit 1.
 out=$(ip netns exec $B timeout 60 "$P" pair --connect $IPA --port 18700 --timeout 5 2>&1); r=$?
 echo "$out"
 check "no listener: exit 1 (got $r)" test "$r" = 1
 check "no listener: reported as a failed setup row" grep -qE '^setup +FAIL' <<<"$out"
+check "no listener: with cause and remedy" bash -c 'grep -q "cause:" <<<"$1" && grep -q "remedy:" <<<"$1"' _ "$out"
 finish

@@ -3,6 +3,7 @@
 mod render;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use peermem_probe::cuda::Allocation;
 use peermem_probe::{bench, check, doctor, pair, report, root::SysRoot};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -10,9 +11,10 @@ use std::time::Duration;
 
 /// Prove GPUDirect RDMA works on this host, or say exactly why not.
 ///
-/// Exit status of every subcommand: 0 = everything tested passed,
-/// 1 = something failed (the output says why and what to do),
-/// 2 = could not test (no CUDA, no GPU, no RDMA device, ...).
+/// Exit status: 0 = works (check: some GPUDirect mechanism works),
+/// 1 = does not work (the output says why and what to do),
+/// 2 = usage error, 3 = could not test (no CUDA, no GPU, no RDMA
+/// device, ...), 4 = internal error of this tool.
 #[derive(Parser, Debug)]
 #[command(
     name = "peermem-probe",
@@ -25,6 +27,10 @@ struct Cli {
     /// Print one JSON document instead of tables.
     #[arg(long, global = true)]
     json: bool,
+
+    /// Trace every step on stderr.
+    #[arg(long, short = 'v', global = true)]
+    verbose: bool,
 
     #[command(subcommand)]
     cmd: Cmd,
@@ -56,6 +62,33 @@ cause and remedy."
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
+enum AllocArg {
+    /// cuMemAlloc (perftest --use_cuda).
+    Cumemalloc,
+    /// cuMemCreate + cuMemMap (NCCL's default since 2.19).
+    Cumemcreate,
+    /// Both.
+    All,
+}
+
+/// Sizes up to 64 GiB.
+fn size_arg(s: &str) -> Result<u64, String> {
+    let v = report::parse_size(s)?;
+    if v > 64 << 30 {
+        return Err(format!("'{s}' is larger than 64 GiB"));
+    }
+    Ok(v)
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum BenchAlloc {
+    /// cuMemAlloc (perftest --use_cuda).
+    Cumemalloc,
+    /// cuMemCreate + cuMemMap (NCCL's default since 2.19).
+    Cumemcreate,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
 enum OnlyArg {
     /// ibv_reg_mr on GPU memory (needs a peer-memory client).
     Peermem,
@@ -68,9 +101,13 @@ struct CheckArgs {
     /// Test host memory only (no CUDA needed): proves the RDMA device works.
     #[arg(long)]
     host_only: bool,
-    /// Bytes per buffer (K, M, G suffixes); GPU buffers are rounded up to 64 KiB.
-    #[arg(long, default_value = "1M", value_parser = report::parse_size)]
+    /// Bytes per buffer (K, M, G suffixes, at most 64G); GPU buffers are
+    /// rounded up to 64 KiB (cuMemCreate: to the allocation granularity).
+    #[arg(long, default_value = "1M", value_parser = size_arg)]
     size: u64,
+    /// GPU allocations to test.
+    #[arg(long = "alloc", value_enum, default_value = "all")]
+    alloc: AllocArg,
     /// Test only this RDMA device (repeatable). Default: all.
     #[arg(long = "device", short = 'd', value_name = "NAME")]
     devices: Vec<String>,
@@ -83,6 +120,10 @@ struct CheckArgs {
     /// Seconds to wait for a completion before declaring the path dead.
     #[arg(long, default_value_t = 10)]
     timeout: u64,
+    /// Test hook: one extra host->host write with a wrong rkey first (it
+    /// must FAIL with a decoded status and not poison the next path).
+    #[arg(long, hide = true)]
+    inject_bad_rkey: bool,
 }
 
 #[derive(Args, Debug)]
@@ -110,12 +151,21 @@ struct BenchArgs {
     /// Registrations per size.
     #[arg(long, default_value_t = 50)]
     iters: usize,
-    /// Bytes per RDMA write in the bandwidth test.
-    #[arg(long, default_value = "1M", value_parser = report::parse_size)]
-    bw_size: u64,
-    /// RDMA writes in the bandwidth test.
+    /// Message sizes of the bandwidth sweep (RDMA WRITE and READ each).
+    #[arg(long, value_delimiter = ',', default_value = "64K,1M", value_parser = size_arg)]
+    bw_sizes: Vec<u64>,
+    /// Messages per size and operation (perftest -n).
     #[arg(long, default_value_t = 200)]
     bw_iters: usize,
+    /// QPs the messages are spread over (perftest -q).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    qps: u16,
+    /// Register GPU memory through dma-buf (perftest --use_cuda_dmabuf).
+    #[arg(long)]
+    dmabuf: bool,
+    /// GPU allocation: cuMemAlloc (perftest) or cuMemCreate (NCCL).
+    #[arg(long = "alloc", value_enum, default_value = "cumemalloc")]
+    alloc: BenchAlloc,
     /// Seconds to wait for a completion.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
@@ -136,12 +186,19 @@ struct PairArgs {
     /// Client: local address to connect from (selects the RDMA device).
     #[arg(long, value_name = "ADDR")]
     bind: Option<String>,
-    /// Bytes to write in each direction (the client's size wins).
-    #[arg(long, default_value = "1M", value_parser = report::parse_size)]
+    /// Bytes to write in each direction (the client's size wins, up to the
+    /// server's --max-size).
+    #[arg(long, default_value = "1M", value_parser = size_arg)]
     size: u64,
+    /// Server: the largest buffer a client may ask for.
+    #[arg(long, default_value = "1G", value_parser = size_arg)]
+    max_size: u64,
     /// Use GPU memory of this CUDA device instead of host memory.
     #[arg(long, short = 'g', value_name = "N")]
     gpu: Option<i32>,
+    /// With --gpu: register the GPU buffer through dma-buf.
+    #[arg(long, requires = "gpu")]
+    dmabuf: bool,
     /// Seconds to wait for the peer at each step.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
@@ -155,10 +212,34 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("'{host}' has no address"))
 }
 
-/// Runs the command; Err is a one-line message for exit status 2.
-fn run(cli: Cli) -> Result<i32, String> {
+/// Writes the report to stdout. A reader that went away (closed pipe) is
+/// not an error worth a message.
+fn emit(out: &str) -> Result<(), (i32, String)> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(out.as_bytes()).and_then(|_| o.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err((report::EXIT_INTERNAL, format!("writing the output: {e}"))),
+    }
+}
+
+/// One line on stderr; a closed stderr is ignored (eprintln! would panic).
+fn say(line: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn internal(e: String) -> (i32, String) {
+    (report::EXIT_INTERNAL, e)
+}
+
+/// Runs the command; Err is an exit status and a one-line message.
+fn run(cli: Cli) -> Result<i32, (i32, String)> {
     let json = cli.json;
-    let emit = |out: String| print!("{out}");
+    if cli.verbose {
+        peermem_probe::trace::enable();
+    }
     match cli.cmd {
         Cmd::Check(a) => {
             let opts = check::CheckOptions {
@@ -171,31 +252,40 @@ fn run(cli: Cli) -> Result<i32, String> {
                     Some(OnlyArg::Peermem) => check::Only::PeerMem,
                     Some(OnlyArg::Dmabuf) => check::Only::DmaBuf,
                 },
+                allocations: match a.alloc {
+                    AllocArg::Cumemalloc => vec![Allocation::CuMemAlloc],
+                    AllocArg::Cumemcreate => vec![Allocation::CuMemCreate],
+                    AllocArg::All => vec![Allocation::CuMemAlloc, Allocation::CuMemCreate],
+                },
                 timeout: Duration::from_secs(a.timeout.max(1)),
                 seed: 0x5eed_0000_0000_0001 ^ std::process::id() as u64,
+                inject_bad_rkey: a.inject_bad_rkey,
             };
             let r = check::run(&opts);
-            emit(if json {
-                render::json(&r)?
+            emit(&if json {
+                render::json(&r).map_err(internal)?
             } else {
                 render::check(&r)
-            });
+            })?;
             Ok(r.exit_code)
         }
         Cmd::Doctor(a) => {
             let root = match a.sysroot {
                 Some(d) if !d.is_dir() => {
-                    return Err(format!("--sysroot {}: not a directory", d.display()))
+                    return Err((
+                        report::EXIT_USAGE,
+                        format!("--sysroot {}: not a directory", d.display()),
+                    ))
                 }
                 Some(d) => SysRoot::at(d),
                 None => SysRoot::live(),
             };
             let r = doctor::run(&root);
-            emit(if json {
-                render::json(&r)?
+            emit(&if json {
+                render::json(&r).map_err(internal)?
             } else {
                 render::doctor(&r)
-            });
+            })?;
             Ok(r.exit_code)
         }
         Cmd::Bench(a) => {
@@ -205,45 +295,59 @@ fn run(cli: Cli) -> Result<i32, String> {
                 host_only: a.host_only,
                 sizes: a.sizes.iter().map(|s| *s as usize).collect(),
                 iters: a.iters.max(1),
-                bw_size: a.bw_size as usize,
+                bw_sizes: a.bw_sizes.iter().map(|s| *s as usize).collect(),
                 bw_iters: a.bw_iters.max(1),
+                qps: a.qps as usize,
+                dmabuf: a.dmabuf,
+                alloc: match a.alloc {
+                    BenchAlloc::Cumemalloc => Allocation::CuMemAlloc,
+                    BenchAlloc::Cumemcreate => Allocation::CuMemCreate,
+                },
                 timeout: Duration::from_secs(a.timeout.max(1)),
             };
             let mut bar = render::Bar::new(json);
             let r = bench::run(&opts, &mut bar);
             bar.done();
-            emit(if json {
-                render::json(&r)?
+            emit(&if json {
+                render::json(&r).map_err(internal)?
             } else {
                 render::bench(&r)
-            });
+            })?;
             Ok(r.exit_code)
         }
         Cmd::Pair(a) => {
             let timeout = Duration::from_secs(a.timeout.max(1));
-            let bind = a.bind.as_deref().map(|b| resolve(b, 0)).transpose()?;
+            let unresolved = |e| (report::EXIT_UNTESTED, e);
+            let bind = a
+                .bind
+                .as_deref()
+                .map(|b| resolve(b, 0))
+                .transpose()
+                .map_err(unresolved)?;
             let server = a.listen.is_some();
             let host = a.listen.or(a.connect).unwrap_or_default();
             let opts = pair::PairOptions {
-                addr: resolve(&host, a.port)?,
+                addr: resolve(&host, a.port).map_err(unresolved)?,
                 bind,
                 size: a.size as usize,
+                max_size: a.max_size as usize,
                 gpu: a.gpu,
+                dmabuf: a.dmabuf,
                 timeout,
             };
             let r = if server {
                 // On stderr even with --json: scripts wait for this line.
                 pair::serve(&opts, &mut |addr| {
-                    eprintln!("peermem-probe pair: listening on {addr}")
+                    say(format_args!("peermem-probe pair: listening on {addr}"))
                 })
             } else {
                 pair::connect(&opts)
             };
-            emit(if json {
-                render::json(&r)?
+            emit(&if json {
+                render::json(&r).map_err(internal)?
             } else {
                 render::pair(&r)
-            });
+            })?;
             Ok(r.exit_code)
         }
     }
@@ -257,16 +361,18 @@ fn main() {
             .cloned()
             .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "unknown".into());
-        eprintln!("peermem-probe: internal error: {msg} (please report this)");
+        say(format_args!(
+            "peermem-probe: internal error: {msg} (please report this)"
+        ));
     }));
     let cli = Cli::parse();
     let code = match std::panic::catch_unwind(|| run(cli)) {
         Ok(Ok(code)) => code,
-        Ok(Err(msg)) => {
-            eprintln!("peermem-probe: error: {msg}");
-            report::EXIT_UNTESTED
+        Ok(Err((code, msg))) => {
+            say(format_args!("peermem-probe: error: {msg}"));
+            code
         }
-        Err(_) => report::EXIT_FAIL,
+        Err(_) => report::EXIT_INTERNAL,
     };
     std::process::exit(code);
 }

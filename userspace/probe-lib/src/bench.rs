@@ -3,7 +3,7 @@
 //! a slow result never fails.
 
 use crate::cuda::{self, CudaState, GpuCtx};
-use crate::loopback::Loopback;
+use crate::loopback::{Loopback, Op};
 use crate::memory::{Buffer, HostBuf};
 use crate::remedy::{self, Context as RCtx, Step};
 use crate::report::{exit_code, overall, Status};
@@ -20,14 +20,36 @@ pub struct BenchOptions {
     pub host_only: bool,
     pub sizes: Vec<usize>,
     pub iters: usize,
-    pub bw_size: usize,
+    /// Message sizes of the bandwidth sweep.
+    pub bw_sizes: Vec<usize>,
+    /// Messages per size and operation.
     pub bw_iters: usize,
+    /// QPs the messages are spread over (perftest -q).
+    pub qps: usize,
+    /// Register the GPU memory through dma-buf instead of ibv_reg_mr.
+    pub dmabuf: bool,
+    /// How GPU memory is allocated.
+    pub alloc: crate::cuda::Allocation,
     pub timeout: Duration,
+}
+
+/// GPU memory as `--alloc` asks (cuMemCreate: GPUDirect-RDMA capable).
+fn gpu_alloc(
+    c: &std::rc::Rc<GpuCtx>,
+    a: crate::cuda::Allocation,
+    size: usize,
+) -> Result<crate::cuda::GpuBuf, crate::cuda::CudaError> {
+    match a {
+        crate::cuda::Allocation::CuMemAlloc => c.alloc(size),
+        crate::cuda::Allocation::CuMemCreate => c.alloc_vmm(size, true),
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RegRow {
     pub memory: &'static str,
+    /// "ibv_reg_mr" or "dma-buf".
+    pub registration: &'static str,
     pub size: u64,
     pub status: Status,
     pub iterations: usize,
@@ -40,24 +62,37 @@ pub struct RegRow {
     pub remedy: Option<String>,
 }
 
+/// One bandwidth measurement, in perftest's terms (ib_write_bw /
+/// ib_read_bw with -s size -n iterations -q qps).
 #[derive(Debug, Clone, Serialize)]
 pub struct BwRow {
     pub path: &'static str,
+    /// "write" or "read".
+    pub op: &'static str,
     pub size: u64,
+    pub qps: usize,
     pub status: Status,
     pub iterations: usize,
     pub gbit_per_s: Option<f64>,
+    pub mb_per_s: Option<f64>,
+    pub msg_rate_mpps: Option<f64>,
+    /// GPU rows: this bandwidth over the host->host one at the same
+    /// operation and size.
+    pub gpu_vs_host: Option<f64>,
     pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {
+    pub schema_version: u32,
     pub command: &'static str,
     pub version: &'static str,
     pub status: Status,
     pub exit_code: i32,
     pub rdma_device: Option<String>,
     pub gpu: Option<String>,
+    /// How the GPU rows' memory was allocated (None: host only).
+    pub gpu_allocation: Option<crate::cuda::Allocation>,
     pub registration: Vec<RegRow>,
     pub bandwidth: Vec<BwRow>,
 }
@@ -80,6 +115,7 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Option<f64> {
 fn reg_row(memory: &'static str, size: usize, iters: usize) -> RegRow {
     RegRow {
         memory,
+        registration: "ibv_reg_mr",
         size: size as u64,
         status: Status::Pass,
         iterations: iters,
@@ -101,13 +137,21 @@ fn untested(mut r: RegRow, err: &str, d: remedy::Diagnosis) -> RegRow {
     r
 }
 
-fn bw_row(path: &'static str, o: &BenchOptions) -> BwRow {
+fn bw_row(path: &'static str, op: Op, size: usize, o: &BenchOptions) -> BwRow {
     BwRow {
         path,
-        size: o.bw_size as u64,
+        op: match op {
+            Op::Write => "write",
+            Op::Read => "read",
+        },
+        size: size as u64,
+        qps: o.qps.max(1),
         status: Status::Pass,
         iterations: o.bw_iters,
         gbit_per_s: None,
+        mb_per_s: None,
+        msg_rate_mpps: None,
+        gpu_vs_host: None,
         error: None,
     }
 }
@@ -116,12 +160,14 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
     let root = SysRoot::live();
     let sys = SysState::gather(&root);
     let mut rep = BenchReport {
+        schema_version: crate::report::SCHEMA_VERSION,
         command: "bench",
         version: env!("CARGO_PKG_VERSION"),
         status: Status::Pass,
         exit_code: 0,
         rdma_device: None,
         gpu: None,
+        gpu_allocation: (!o.host_only).then_some(o.alloc),
         registration: Vec::new(),
         bandwidth: Vec::new(),
     };
@@ -151,7 +197,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
                 rep.registration.push(untested(
                     reg_row("host", 0, 0),
                     &format!("no RDMA device '{d}'"),
-                    remedy::no_rdma_device(),
+                    remedy::no_rdma_device(&sys),
                 ));
                 return finish(rep);
             }
@@ -161,7 +207,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
                     rep.registration.push(untested(
                         reg_row("host", 0, 0),
                         "no RDMA devices",
-                        remedy::no_rdma_device(),
+                        remedy::no_rdma_device(&sys),
                     ));
                     return finish(rep);
                 }
@@ -171,7 +217,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
     rep.rdma_device = Some(dev.clone());
     let lb = match verbs::Context::open(&dev)
         .map_err(|e| e.to_string())
-        .and_then(|c| Loopback::new(&root, &c).map_err(|e| format!("{e:?}")))
+        .and_then(|c| Loopback::new(&root, &c).map_err(|e| e.to_string()))
     {
         Ok(l) => l,
         Err(e) => {
@@ -225,7 +271,8 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
         .iter()
         .filter(|m| **m == "host" || gctx.is_some())
         .count();
-    progress.start((runs * o.sizes.len() * o.iters + o.bw_iters * runs) as u64);
+    progress
+        .start((runs * o.sizes.len() * o.iters + 2 * o.bw_iters * o.bw_sizes.len() * runs) as u64);
     for mem in &mems {
         for &size in &o.sizes {
             let row = reg_row(mem, size, o.iters);
@@ -239,7 +286,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
                 Ok(Buffer::Host(HostBuf::new(size)))
             } else {
                 gctx.as_ref()
-                    .map(|(c, _)| c.alloc(size).map(Buffer::Gpu))
+                    .map(|(c, _)| gpu_alloc(c, o.alloc, size).map(Buffer::Gpu))
                     .expect("GPU context checked above")
             };
             let bar1 = gctx.as_ref().and_then(|(_, b)| *b);
@@ -255,7 +302,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
                     r.status = Status::Fail;
                     r
                 }
-                Ok(b) => measure_reg(&lb, &b, row, o.iters, &rc, progress),
+                Ok(b) => measure_reg(&lb, &b, row, o.iters, o.dmabuf, &rc, progress),
             };
             rep.registration.push(row);
         }
@@ -276,18 +323,43 @@ fn measure_reg(
     b: &Buffer,
     mut row: RegRow,
     iters: usize,
+    dmabuf: bool,
     rc: &RCtx,
     progress: &mut dyn Progress,
 ) -> RegRow {
-    let step = if b.is_gpu() {
-        Step::RegGpu
-    } else {
-        Step::RegHost
+    let dmabuf = dmabuf && b.is_gpu();
+    let step = match (b.is_gpu(), dmabuf) {
+        (true, true) => Step::RegDmabuf,
+        (true, false) => Step::RegGpu,
+        _ => Step::RegHost,
     };
+    // dma-buf: one export, then registrations of it (what NCCL repeats).
+    let fd = match b {
+        Buffer::Gpu(g) if dmabuf => match g.export_dmabuf() {
+            Ok((fd, _)) => Some(fd),
+            Err(e) => {
+                let d = remedy::diagnose_cuda(e.code, "dma-buf export", rc.sys);
+                row.status = Status::Fail;
+                row.error = Some(e.to_string());
+                row.cause = Some(d.cause);
+                row.remedy = Some(d.remedy);
+                return row;
+            }
+        },
+        _ => None,
+    };
+    row.registration = if dmabuf { "dma-buf" } else { "ibv_reg_mr" };
     let (mut reg, mut dereg) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
     for _ in 0..iters {
         let t0 = Instant::now();
-        let mr = match lb.pd.reg_mr(b.addr(), b.len()) {
+        let r = match &fd {
+            Some(fd) => {
+                use std::os::fd::AsRawFd;
+                lb.pd.reg_dmabuf_mr(fd.as_raw_fd(), b.len(), b.addr())
+            }
+            None => lb.pd.reg_mr(b.addr(), b.len()),
+        };
+        let mr = match r {
             Ok(m) => m,
             Err(e) => {
                 let d = remedy::diagnose(step, e.errno, rc);
@@ -323,6 +395,21 @@ fn measure_reg(
     row
 }
 
+/// Registers `b` for the bandwidth test: ibv_reg_mr, or dma-buf export +
+/// ibv_reg_dmabuf_mr for GPU memory with `--dmabuf`.
+fn reg_for_bw(lb: &Loopback, b: &Buffer, dmabuf: bool) -> Result<crate::verbs::Mr, String> {
+    match b {
+        Buffer::Gpu(g) if dmabuf => {
+            use std::os::fd::AsRawFd;
+            let (fd, _) = g.export_dmabuf().map_err(|e| e.to_string())?;
+            lb.pd
+                .reg_dmabuf_mr(fd.as_raw_fd(), b.len(), b.addr())
+                .map_err(|e| e.to_string())
+        }
+        _ => lb.pd.reg_mr(b.addr(), b.len()).map_err(|e| e.to_string()),
+    }
+}
+
 fn bandwidth(
     lb: &Loopback,
     o: &BenchOptions,
@@ -335,62 +422,85 @@ fn bandwidth(
     if !o.host_only {
         paths.push("gpu->gpu");
     }
+    let biggest = o.bw_sizes.iter().copied().max().unwrap_or(4096);
     for path in paths {
-        let mut row = bw_row(path, o);
         let bufs = if path == "host->host" {
             Ok((
-                Buffer::Host(HostBuf::new(o.bw_size)),
-                Buffer::Host(HostBuf::new(o.bw_size)),
+                Buffer::Host(HostBuf::new(biggest)),
+                Buffer::Host(HostBuf::new(biggest)),
             ))
         } else if let Some(c) = gctx {
-            c.alloc(o.bw_size)
-                .and_then(|a| Ok((Buffer::Gpu(a), Buffer::Gpu(c.alloc(o.bw_size)?))))
+            gpu_alloc(c, o.alloc, biggest)
+                .and_then(|a| Ok((Buffer::Gpu(a), Buffer::Gpu(gpu_alloc(c, o.alloc, biggest)?))))
                 .map_err(|e| e.to_string())
         } else {
-            row.status = Status::Untested;
-            row.error = gpu_err.map(|(e, _)| e.clone());
-            rep.bandwidth.push(row);
-            continue;
+            Err(gpu_err.map(|(e, _)| e.clone()).unwrap_or_default())
         };
-        let (a, b) = match bufs {
-            Ok(x) => x,
-            Err(e) => {
-                row.status = Status::Fail;
-                row.error = Some(e);
+        let untested = path != "host->host" && gctx.is_none();
+        let mrs = bufs.and_then(|(a, b)| {
+            let dmabuf = o.dmabuf && path != "host->host";
+            let ma = reg_for_bw(lb, &a, dmabuf)?;
+            let mb = reg_for_bw(lb, &b, dmabuf)?;
+            Ok(((a, ma), (b, mb)))
+        });
+        for op in [Op::Write, Op::Read] {
+            for &size in &o.bw_sizes {
+                let mut row = bw_row(path, op, size, o);
+                match &mrs {
+                    Err(e) => {
+                        row.status = if untested {
+                            Status::Untested
+                        } else {
+                            Status::Fail
+                        };
+                        row.error = Some(e.clone());
+                    }
+                    Ok(((a, ma), (b, mb))) => {
+                        let r = lb.pairs(o.qps).map_err(|e| e.to_string()).and_then(|p| {
+                            p.run(
+                                op,
+                                (a.addr(), ma.lkey()),
+                                (b.addr(), mb.rkey()),
+                                size,
+                                o.bw_iters,
+                                o.timeout,
+                            )
+                            .map_err(|e| e.to_string())
+                        });
+                        match r {
+                            Ok(t) => {
+                                let secs = t.as_secs_f64().max(1e-9);
+                                let bytes = (size * o.bw_iters) as f64;
+                                row.gbit_per_s = Some(bytes * 8.0 / secs / 1e9);
+                                row.mb_per_s = Some(bytes / secs / 1e6);
+                                row.msg_rate_mpps = Some(o.bw_iters as f64 / secs / 1e6);
+                            }
+                            Err(e) => {
+                                row.status = Status::Fail;
+                                row.error = Some(e);
+                            }
+                        }
+                    }
+                }
+                for _ in 0..o.bw_iters {
+                    progress.tick(&format!("{} {path}", op.name()));
+                }
                 rep.bandwidth.push(row);
-                continue;
             }
-        };
-        let res = lb
-            .pd
-            .reg_mr(a.addr(), a.len())
-            .and_then(|ma| Ok((ma, lb.pd.reg_mr(b.addr(), b.len())?)));
-        match res {
-            Err(e) => {
-                row.status = Status::Fail;
-                row.error = Some(e.to_string());
-            }
-            Ok((ma, mb)) => match lb.write(
-                (a.addr(), ma.lkey()),
-                (b.addr(), mb.rkey()),
-                o.bw_size,
-                o.bw_iters,
-                o.timeout,
-            ) {
-                Ok(t) => {
-                    let bits = (o.bw_size * o.bw_iters) as f64 * 8.0;
-                    row.gbit_per_s = Some(bits / t.as_secs_f64().max(1e-9) / 1e9);
-                }
-                Err(e) => {
-                    row.status = Status::Fail;
-                    row.error = Some(e.to_string());
-                }
-            },
         }
-        for _ in 0..o.bw_iters {
-            progress.tick(&format!("bandwidth {path}"));
-        }
-        rep.bandwidth.push(row);
+    }
+    // GPU vs host at the same operation and size.
+    let host: Vec<(&'static str, u64, f64)> = rep
+        .bandwidth
+        .iter()
+        .filter(|r| r.path == "host->host")
+        .filter_map(|r| Some((r.op, r.size, r.gbit_per_s?)))
+        .collect();
+    for r in rep.bandwidth.iter_mut().filter(|r| r.path != "host->host") {
+        r.gpu_vs_host = host
+            .iter()
+            .find(|(op, size, _)| *op == r.op && *size == r.size)
+            .and_then(|(_, _, h)| Some(r.gbit_per_s? / h.max(1e-12)));
     }
 }
 

@@ -1,15 +1,19 @@
 //! `check`: for each RDMA device (and GPU), register memory, connect a
-//! loopback RC pair, RDMA-WRITE along every path and verify every byte;
-//! then the same over dma-buf registrations.
+//! fresh loopback RC pair per path, RDMA-WRITE, flush and verify every
+//! byte; one verdict per mechanism (peer memory, dma-buf, host memory)
+//! and the overall answer.
 
-use crate::cuda::{self, CudaState, Gpu, GpuCtx};
-use crate::loopback::{Loopback, PortChoice, SetupError, XferError};
-use crate::memory::{compare, pattern, Buffer, HostBuf};
+mod gpu;
+
+use crate::cuda::{self, Allocation, CudaState, Gpu};
+use crate::loopback::{Loopback, PortChoice, SetupError};
+use crate::memory::{Buffer, HostBuf};
 use crate::remedy::{self, Context as RCtx, Diagnosis, Step};
-use crate::report::{exit_code, overall, Status};
+use crate::report::{Status, SCHEMA_VERSION};
 use crate::root::SysRoot;
 use crate::sysinfo::SysState;
-use crate::verbs::{self, Mr, PollError};
+use crate::verbs;
+use crate::verdict::{self, Mechanism, MechanismVerdict, Overall, RowView};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -28,17 +32,27 @@ pub struct CheckOptions {
     pub devices: Vec<String>,
     pub gpus: Vec<i32>,
     pub only: Only,
+    /// Test cuMemAlloc and/or cuMemCreate memory.
+    pub allocations: Vec<Allocation>,
     pub timeout: Duration,
     pub seed: u64,
+    /// Test hook: run one extra host->host write with a wrong rkey first,
+    /// to show a failed path is reported (decoded completion status) and
+    /// does not poison the next one.
+    pub inject_bad_rkey: bool,
 }
 
 /// One path's outcome: a JSON row and a table row.
 #[derive(Debug, Clone, Serialize)]
 pub struct PathResult {
-    pub rdma_device: String,
+    pub rdma_device: Option<String>,
     pub gpu: Option<i32>,
-    pub path: String,
-    pub registration: String,
+    pub mechanism: Mechanism,
+    /// How the GPU memory was allocated (None: host memory, or no GPU).
+    pub allocation: Option<Allocation>,
+    /// "host->gpu", ...; None for a row standing for every path of a
+    /// mechanism that could not run.
+    pub path: Option<String>,
     pub status: Status,
     pub bytes: u64,
     pub verified_bytes: u64,
@@ -46,6 +60,11 @@ pub struct PathResult {
     pub failed_step: Option<String>,
     pub error: Option<String>,
     pub errno: Option<i32>,
+    /// Completion status name and provider code of a failed transfer.
+    pub wc_status: Option<String>,
+    pub vendor_err: Option<u32>,
+    /// dma-buf rows: "pcie" when the PCIe mapping flag was accepted.
+    pub dma_buf_mapping: Option<&'static str>,
     pub cause: Option<String>,
     pub remedy: Option<String>,
 }
@@ -61,15 +80,21 @@ pub struct CudaSummary {
 pub struct DeviceSummary {
     pub name: String,
     pub port: Option<PortChoice>,
+    /// ibv_reg_dmabuf_mr probed as NCCL does (fd -1): None when the
+    /// device could not be opened.
+    pub dma_buf_mr_supported: Option<bool>,
     pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
+    pub schema_version: u32,
     pub command: &'static str,
     pub version: &'static str,
     pub status: Status,
     pub exit_code: i32,
+    pub verdict: Overall,
+    pub mechanisms: Vec<MechanismVerdict>,
     pub host_only: bool,
     pub size: u64,
     pub cuda: CudaSummary,
@@ -81,12 +106,13 @@ pub struct CheckReport {
 pub const PATHS_GPU: [&str; 3] = ["host->gpu", "gpu->host", "gpu->gpu"];
 
 impl PathResult {
-    fn new(dev: &str, gpu: Option<i32>, path: &str, reg: &str, bytes: usize) -> PathResult {
+    pub fn new(dev: Option<&str>, gpu: Option<i32>, mech: Mechanism, bytes: usize) -> PathResult {
         PathResult {
-            rdma_device: dev.to_string(),
+            rdma_device: dev.map(str::to_string),
             gpu,
-            path: path.to_string(),
-            registration: reg.to_string(),
+            mechanism: mech,
+            allocation: None,
+            path: None,
             status: Status::Pass,
             bytes: bytes as u64,
             verified_bytes: 0,
@@ -94,11 +120,22 @@ impl PathResult {
             failed_step: None,
             error: None,
             errno: None,
+            wc_status: None,
+            vendor_err: None,
+            dma_buf_mapping: None,
             cause: None,
             remedy: None,
         }
     }
-    fn fail(
+    pub fn path(mut self, p: &str) -> PathResult {
+        self.path = Some(p.to_string());
+        self
+    }
+    pub fn alloc(mut self, a: Option<Allocation>) -> PathResult {
+        self.allocation = a;
+        self
+    }
+    pub fn fail(
         mut self,
         status: Status,
         step: &str,
@@ -114,10 +151,38 @@ impl PathResult {
         self.remedy = Some(d.remedy);
         self
     }
+    /// A mechanism that does not exist here: not a failure.
+    pub fn not_available(mut self, d: Diagnosis) -> PathResult {
+        self.status = Status::NotAvailable;
+        self.cause = Some(d.cause);
+        self.remedy = Some(d.remedy);
+        self
+    }
 }
 
 fn driver_version(v: i32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// Why a mechanism cannot run, known before any GPU memory is touched.
+pub(crate) struct Availability {
+    pub peer: Option<Diagnosis>,
+    pub dmabuf: Option<Diagnosis>,
+}
+
+/// The mechanisms' availability on device `dev` from the system facts and
+/// the NIC's dma-buf MR probe.
+pub(crate) fn availability(sys: &SysState, dev: &str, dmabuf_mr: Option<bool>) -> Availability {
+    let peer = if sys.peer_interface == Some(false) {
+        Some(remedy::no_peer_interface(sys))
+    } else {
+        None
+    };
+    let dmabuf = match dmabuf_mr {
+        Some(false) => Some(remedy::no_dmabuf_mr(sys, dev)),
+        _ => None,
+    };
+    Availability { peer, dmabuf }
 }
 
 /// Runs `check` on the live system.
@@ -125,10 +190,13 @@ pub fn run(opts: &CheckOptions) -> CheckReport {
     let root = SysRoot::live();
     let sys = SysState::gather(&root);
     let mut report = CheckReport {
+        schema_version: SCHEMA_VERSION,
         command: "check",
         version: env!("CARGO_PKG_VERSION"),
         status: Status::Pass,
         exit_code: 0,
+        verdict: verdict::overall(&[], opts.host_only),
+        mechanisms: Vec::new(),
         host_only: opts.host_only,
         size: opts.size as u64,
         cuda: CudaSummary {
@@ -179,69 +247,85 @@ pub fn run(opts: &CheckOptions) -> CheckReport {
     }
     let devices = match verbs::device_names() {
         Err(e) => {
-            let d = remedy::no_libibverbs(&e);
-            let r = PathResult::new("-", None, "all", "-", opts.size).fail(
+            let r = PathResult::new(None, None, Mechanism::Host, opts.size).fail(
                 Status::Untested,
                 "load libibverbs",
-                e,
+                e.clone(),
                 None,
-                d,
+                remedy::no_libibverbs(&e),
             );
             report.results.push(r);
             Vec::new()
         }
         Ok(names) if names.is_empty() => {
-            let r = PathResult::new("-", None, "all", "-", opts.size).fail(
+            let r = PathResult::new(None, None, Mechanism::Host, opts.size).fail(
                 Status::Untested,
                 "ibv_get_device_list",
                 "no RDMA devices".into(),
                 None,
-                remedy::no_rdma_device(),
+                remedy::no_rdma_device(&sys),
             );
             report.results.push(r);
             Vec::new()
         }
-        Ok(names) => names
-            .into_iter()
-            .filter(|n| opts.devices.is_empty() || opts.devices.contains(n))
-            .collect(),
+        Ok(names) => {
+            let picked: Vec<String> = names
+                .iter()
+                .filter(|n| opts.devices.is_empty() || opts.devices.contains(n))
+                .cloned()
+                .collect();
+            if picked.is_empty() {
+                let r = PathResult::new(
+                    Some(&opts.devices.join(",")),
+                    None,
+                    Mechanism::Host,
+                    opts.size,
+                )
+                .fail(
+                    Status::Untested,
+                    "ibv_get_device_list",
+                    format!("no such RDMA device (there are: {})", names.join(", ")),
+                    None,
+                    remedy::no_rdma_device(&sys),
+                );
+                report.results.push(r);
+            }
+            picked
+        }
     };
-    if devices.is_empty() && !opts.devices.is_empty() {
-        let r = PathResult::new(&opts.devices.join(","), None, "all", "-", opts.size).fail(
-            Status::Untested,
-            "ibv_get_device_list",
-            "no such RDMA device".into(),
-            None,
-            remedy::no_rdma_device(),
-        );
-        report.results.push(r);
-    }
+    let gpus = report.gpus.clone();
     for dev in &devices {
         check_device(
             &root,
             &sys,
             opts,
             dev,
-            &report.gpus.clone(),
+            &gpus,
             cuda_err.as_ref(),
             &mut report,
         );
     }
-    let code = exit_code(report.results.iter().map(|r| r.status));
-    report.exit_code = code;
-    report.status = overall(code);
+    finish(&mut report);
     report
 }
 
-fn gpu_rows(only: Only) -> Vec<(&'static str, &'static str)> {
-    let mut rows = Vec::new();
-    if only != Only::DmaBuf {
-        rows.extend(PATHS_GPU.iter().map(|p| (*p, "ibv_reg_mr")));
-    }
-    if only != Only::PeerMem {
-        rows.extend(PATHS_GPU.iter().map(|p| (*p, "dma-buf")));
-    }
-    rows
+/// Computes the mechanism verdicts, the overall answer and exit code.
+pub fn finish(report: &mut CheckReport) {
+    let rows: Vec<RowView> = report
+        .results
+        .iter()
+        .map(|r| RowView {
+            mechanism: r.mechanism,
+            rdma_device: r.rdma_device.as_deref(),
+            status: r.status,
+            cause: r.cause.as_deref(),
+            remedy: r.remedy.as_deref(),
+        })
+        .collect();
+    report.mechanisms = verdict::per_mechanism(&rows);
+    report.verdict = verdict::overall(&report.mechanisms, report.host_only);
+    report.exit_code = report.verdict.exit_code;
+    report.status = crate::report::overall(report.exit_code);
 }
 
 fn check_device(
@@ -259,24 +343,17 @@ fn check_device(
         size: size as u64,
         bar1: None,
     };
-    // Every row this device would get if nothing could run.
-    let mut planned: Vec<(Option<i32>, &str, &str)> = vec![(None, "host->host", "ibv_reg_mr")];
-    if !opts.host_only {
-        if gpus.is_empty() {
-            planned.extend(gpu_rows(opts.only).into_iter().map(|(p, r)| (None, p, r)));
-        }
-        for g in gpus {
-            planned.extend(
-                gpu_rows(opts.only)
-                    .into_iter()
-                    .map(|(p, r)| (Some(g.ordinal), p, r)),
-            );
-        }
-    }
+    let mechs: Vec<Mechanism> = match (opts.host_only, opts.only) {
+        (true, _) => vec![],
+        (false, Only::All) => vec![Mechanism::PeerMemory, Mechanism::DmaBuf],
+        (false, Only::PeerMem) => vec![Mechanism::PeerMemory],
+        (false, Only::DmaBuf) => vec![Mechanism::DmaBuf],
+    };
+    // Nothing can run on this device: one row per mechanism says why.
     let fail_all =
         |report: &mut CheckReport, step: &str, err: String, errno: Option<i32>, d: Diagnosis| {
-            for (g, p, r) in &planned {
-                let row = PathResult::new(dev, *g, p, r, size).fail(
+            for m in std::iter::once(Mechanism::Host).chain(mechs.iter().copied()) {
+                let row = PathResult::new(Some(dev), None, m, size).fail(
                     Status::Fail,
                     step,
                     err.clone(),
@@ -286,54 +363,65 @@ fn check_device(
                 report.results.push(row);
             }
         };
+    let mut summary = DeviceSummary {
+        name: dev.into(),
+        port: None,
+        dma_buf_mr_supported: None,
+        error: None,
+    };
     let ctx = match verbs::Context::open(dev) {
         Ok(c) => c,
         Err(e) => {
-            report.rdma_devices.push(DeviceSummary {
-                name: dev.into(),
-                port: None,
-                error: Some(e.clone()),
-            });
-            let d = remedy::diagnose(Step::CreateQp, libc::ENODEV, &ctx_r);
+            summary.error = Some(e.clone());
+            report.rdma_devices.push(summary);
+            let d = remedy::diagnose(Step::OpenDevice, libc::ENODEV, &ctx_r);
             return fail_all(report, "ibv_open_device", e, None, d);
         }
     };
     let lb = match Loopback::new(root, &ctx) {
         Ok(l) => l,
         Err(SetupError::Port(e)) => {
-            report.rdma_devices.push(DeviceSummary {
-                name: dev.into(),
-                port: None,
-                error: Some(e.clone()),
-            });
-            let d = Diagnosis {
-                cause: "no usable port".into(),
-                remedy: "bring the link up (`ibv_devinfo` must show PORT_ACTIVE); for RoCE give the netdev an IP address".into(),
-            };
+            summary.error = Some(e.clone());
+            report.rdma_devices.push(summary);
+            let d = remedy::port_down(sys, dev);
             return fail_all(report, "port", e, None, d);
         }
         Err(SetupError::Verbs(step, e)) => {
-            report.rdma_devices.push(DeviceSummary {
-                name: dev.into(),
-                port: None,
-                error: Some(e.to_string()),
-            });
+            summary.error = Some(e.to_string());
+            report.rdma_devices.push(summary);
             let d = remedy::diagnose(step, e.errno, &ctx_r);
             return fail_all(report, e.call, e.to_string(), Some(e.errno), d);
         }
     };
-    report.rdma_devices.push(DeviceSummary {
-        name: dev.into(),
-        port: Some(lb.port.clone()),
-        error: None,
-    });
+    let dmabuf_mr = lb.pd.dmabuf_mr_supported();
+    crate::trace!("{dev}: ibv_reg_dmabuf_mr(fd -1) probe: supported = {dmabuf_mr}");
+    summary.port = Some(lb.port.clone());
+    summary.dma_buf_mr_supported = Some(dmabuf_mr);
+    report.rdma_devices.push(summary);
 
     // Host baseline: proves the RDMA device itself moves and lands data.
     let mut h1 = Buffer::Host(HostBuf::new(size));
     let mut h2 = Buffer::Host(HostBuf::new(size));
-    let base = PathResult::new(dev, None, "host->host", "ibv_reg_mr", size);
+    let base = PathResult::new(Some(dev), None, Mechanism::Host, size).path("host->host");
     let row = match (lb.pd.reg_mr(h1.addr(), size), lb.pd.reg_mr(h2.addr(), size)) {
-        (Ok(m1), Ok(m2)) => transfer(&lb, opts, base, (&mut h1, &m1), (&mut h2, &m2), &ctx_r, 0),
+        (Ok(m1), Ok(m2)) => {
+            if opts.inject_bad_rkey {
+                let bad =
+                    PathResult::new(Some(dev), None, Mechanism::Host, size).path("host->host");
+                let bad = gpu::transfer_keyed(
+                    &lb,
+                    opts,
+                    bad,
+                    (&mut h1, &m1),
+                    (&mut h2, &m2),
+                    &ctx_r,
+                    1,
+                    0x5a5a,
+                );
+                report.results.push(bad);
+            }
+            gpu::transfer(&lb, opts, base, (&mut h1, &m1), (&mut h2, &m2), &ctx_r, 0)
+        }
         (Err(e), _) | (_, Err(e)) => base.fail(
             Status::Fail,
             e.call,
@@ -343,226 +431,55 @@ fn check_device(
         ),
     };
     report.results.push(row);
-    if opts.host_only {
-        return;
-    }
+    let avail = availability(sys, dev, Some(dmabuf_mr));
+    let blocked = |m: Mechanism| match m {
+        Mechanism::PeerMemory => avail.peer.clone(),
+        Mechanism::DmaBuf => avail.dmabuf.clone(),
+        Mechanism::Host => None,
+    };
     if let Some((err, d)) = cuda_err {
-        for (g, p, r) in planned.iter().skip(1) {
-            let row = PathResult::new(dev, *g, p, r, size).fail(
-                Status::Untested,
-                "CUDA",
-                err.clone(),
-                None,
-                d.clone(),
-            );
-            report.results.push(row);
+        for m in &mechs {
+            let row = PathResult::new(Some(dev), None, *m, size);
+            report.results.push(match blocked(*m) {
+                Some(na) => row.not_available(na),
+                None => row.fail(Status::Untested, "CUDA", err.clone(), None, d.clone()),
+            });
         }
         return;
     }
     for g in gpus {
-        check_gpu(sys, opts, &lb, g, &mut h1, report);
+        gpu::check_gpu(sys, opts, &lb, g, &mechs, &blocked, &mut h1, report);
     }
 }
 
-fn check_gpu(
-    sys: &SysState,
-    opts: &CheckOptions,
-    lb: &Loopback,
-    g: &Gpu,
-    host: &mut Buffer,
-    report: &mut CheckReport,
-) {
-    let dev = lb.ctx.name.as_str();
-    let size = opts.size;
-    let bar1 = sys
-        .gpu_by_bdf(&g.pci_bus_id)
-        .and_then(|p| p.bar1_bytes(&SysRoot::live()));
-    let ctx_r = RCtx {
-        sys,
-        size: size as u64,
-        bar1,
-    };
-    let rows = gpu_rows(opts.only);
-    let new = |p: &str, r: &str| PathResult::new(dev, Some(g.ordinal), p, r, size);
-    let cuda_fail =
-        |report: &mut CheckReport, reg: Option<&str>, e: &cuda::CudaError, what: &str| {
-            for (p, r) in rows.iter().filter(|(_, r)| reg.is_none_or(|x| x == *r)) {
-                let d = remedy::diagnose_cuda(e.code, what, sys);
-                report
-                    .results
-                    .push(new(p, r).fail(Status::Fail, e.call, e.to_string(), None, d));
-            }
-        };
-    let gctx = match GpuCtx::open(g.ordinal) {
-        Ok(c) => c,
-        Err(e) => return cuda_fail(report, None, &e, "context creation"),
-    };
-    let (mut g1, mut g2) = match (gctx.alloc(size), gctx.alloc(size)) {
-        (Ok(a), Ok(b)) => (Buffer::Gpu(a), Buffer::Gpu(b)),
-        (Err(e), _) | (_, Err(e)) => return cuda_fail(report, None, &e, "cuMemAlloc"),
-    };
-    let host_mr = match lb.pd.reg_mr(host.addr(), size) {
-        Ok(m) => m,
-        Err(e) => {
-            for (p, r) in &rows {
-                let d = remedy::diagnose(Step::RegHost, e.errno, &ctx_r);
-                report.results.push(new(p, r).fail(
-                    Status::Fail,
-                    e.call,
-                    e.to_string(),
-                    Some(e.errno),
-                    d,
-                ));
-            }
-            return;
-        }
-    };
-    for reg in ["ibv_reg_mr", "dma-buf"] {
-        if !rows.iter().any(|(_, r)| *r == reg) {
-            continue;
-        }
-        let mrs = if reg == "ibv_reg_mr" {
-            let step = Step::RegGpu;
-            match (
-                lb.pd.reg_mr(g1.addr(), g1.len()),
-                lb.pd.reg_mr(g2.addr(), g2.len()),
-            ) {
-                (Ok(a), Ok(b)) => Ok((a, b)),
-                (Err(e), _) | (_, Err(e)) => {
-                    Err((e.clone(), remedy::diagnose(step, e.errno, &ctx_r)))
-                }
-            }
-        } else {
-            let export = |b: &Buffer| match b {
-                Buffer::Gpu(gb) => gb.export_dmabuf(),
-                Buffer::Host(_) => unreachable!("GPU buffers only"),
-            };
-            match (export(&g1), export(&g2)) {
-                (Ok(f1), Ok(f2)) => {
-                    use std::os::fd::AsRawFd;
-                    let step = Step::RegDmabuf;
-                    let r1 = lb.pd.reg_dmabuf_mr(f1.as_raw_fd(), g1.len(), g1.addr());
-                    let r2 = lb.pd.reg_dmabuf_mr(f2.as_raw_fd(), g2.len(), g2.addr());
-                    match (r1, r2) {
-                        (Ok(a), Ok(b)) => Ok((a, b)),
-                        (Err(e), _) | (_, Err(e)) => {
-                            Err((e.clone(), remedy::diagnose(step, e.errno, &ctx_r)))
-                        }
-                    }
-                }
-                (Err(e), _) | (_, Err(e)) => {
-                    cuda_fail(report, Some("dma-buf"), &e, "dma-buf export");
-                    continue;
-                }
-            }
-        };
-        let (m1, m2) = match mrs {
-            Ok(m) => m,
-            Err((e, d)) => {
-                for (p, _) in rows.iter().filter(|(_, r)| *r == reg) {
-                    report.results.push(new(p, reg).fail(
-                        Status::Fail,
-                        e.call,
-                        e.to_string(),
-                        Some(e.errno),
-                        d.clone(),
-                    ));
-                }
-                continue;
-            }
-        };
-        for (i, p) in PATHS_GPU.iter().enumerate() {
-            let row = new(p, reg);
-            let seed = (i as u64 + 1) * 0x9e37_79b9 + if reg == "dma-buf" { 7 } else { 0 };
-            let r = match *p {
-                "host->gpu" => transfer(
-                    lb,
-                    opts,
-                    row,
-                    (host, &host_mr),
-                    (&mut g1, &m1),
-                    &ctx_r,
-                    seed,
-                ),
-                "gpu->host" => transfer(
-                    lb,
-                    opts,
-                    row,
-                    (&mut g1, &m1),
-                    (host, &host_mr),
-                    &ctx_r,
-                    seed,
-                ),
-                _ => transfer(lb, opts, row, (&mut g1, &m1), (&mut g2, &m2), &ctx_r, seed),
-            };
-            report.results.push(r);
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture;
 
-/// Fills `src`, poisons `dst`, RDMA-writes and compares every byte.
-fn transfer(
-    lb: &Loopback,
-    opts: &CheckOptions,
-    row: PathResult,
-    (src, smr): (&mut Buffer, &Mr),
-    (dst, dmr): (&mut Buffer, &Mr),
-    ctx: &RCtx,
-    salt: u64,
-) -> PathResult {
-    let size = opts.size;
-    let gpu = src.is_gpu() || dst.is_gpu();
-    let want = pattern(opts.seed ^ salt, size);
-    let poison = pattern(!(opts.seed ^ salt), size);
-    let prep = src.store(&want).and_then(|_| dst.store(&poison));
-    if let Err(e) = prep {
-        let d = remedy::diagnose_cuda(e.code, "a copy to GPU memory", ctx.sys);
-        return row.fail(Status::Fail, e.call, e.to_string(), None, d);
-    }
-    let t = match lb.write(
-        (src.addr(), smr.lkey()),
-        (dst.addr(), dmr.rkey()),
-        size,
-        1,
-        opts.timeout,
-    ) {
-        Ok(t) => t,
-        Err(e) => {
-            let (errno, d) = match &e {
-                XferError::Post(v) | XferError::Poll(PollError::Verbs(v)) => (
-                    Some(v.errno),
-                    remedy::diagnose(Step::ConnectQp, v.errno, ctx),
-                ),
-                XferError::Poll(PollError::Wc(w)) => (None, remedy::diagnose_wc(w.status, gpu)),
-                XferError::Poll(PollError::Timeout(_)) => (None, remedy::diagnose_wc(12, gpu)),
-            };
-            return row.fail(Status::Fail, "rdma write", e.to_string(), errno, d);
-        }
-    };
-    let got = match dst.load(size) {
-        Ok(g) => g,
-        Err(e) => {
-            let d = remedy::diagnose_cuda(e.code, "a copy from GPU memory", ctx.sys);
-            return row.fail(Status::Fail, e.call, e.to_string(), None, d);
-        }
-    };
-    let mut row = row;
-    row.micros = Some(t.as_micros() as u64);
-    match compare(&want, &got) {
-        None => {
-            row.verified_bytes = size as u64;
-            row
-        }
-        Some((first, n)) => {
-            row.verified_bytes = first as u64;
-            let e = format!("{n} of {size} bytes differ, first at offset {first}");
-            row.fail(
-                Status::Fail,
-                "verify",
-                e,
-                None,
-                remedy::diagnose_mismatch(gpu),
-            )
-        }
+    #[test]
+    fn availability_from_the_kernel_and_the_nic_probe() {
+        let s = SysState::gather(&fixture("dmabuf-only"));
+        assert_eq!(s.peer_interface, Some(false));
+        let a = availability(&s, "mlx5_0", Some(true));
+        let peer = a.peer.expect("no interface: peer memory not available");
+        assert!(
+            peer.cause
+                .contains("kernel 6.12.0-test has no peer-memory interface"),
+            "{peer:?}"
+        );
+        assert!(a.dmabuf.is_none(), "the NIC takes dma-buf MRs");
+        let a = availability(&s, "mlx5_0", Some(false));
+        let d = a.dmabuf.expect("NIC refuses dma-buf MRs");
+        assert!(
+            d.cause
+                .contains("mlx5_0 (driver mlx5_core) does not support dma-buf"),
+            "{d:?}"
+        );
+        // DOCA-OFED: the interface exists, nothing is ruled out up front.
+        let s = SysState::gather(&fixture("peermem-loaded"));
+        assert_eq!(s.peer_interface, Some(true));
+        let a = availability(&s, "mlx5_0", None);
+        assert!(a.peer.is_none() && a.dmabuf.is_none());
     }
 }

@@ -278,6 +278,12 @@ impl CmId {
         self.ck(unsafe { (self.cm.accept)(self.id, &mut p) }, "rdma_accept")
     }
 
+    /// Refuses a connection request (the client sees REJECTED).
+    pub fn reject(&self) {
+        // SAFETY: live id of a connect request; no private data.
+        unsafe { (self.cm.reject)(self.id, std::ptr::null(), 0) };
+    }
+
     pub fn disconnect(&self) {
         // SAFETY: live id; failure (already disconnected) is harmless.
         unsafe { (self.cm.disconnect)(self.id) };

@@ -66,14 +66,76 @@ fn check(call: &'static str, r: Result<cu::CUresult, String>) -> Result<(), Cuda
     }
 }
 
-/// One GPU as CUDA sees it.
+/// One GPU as CUDA sees it. The attributes are None when the driver does
+/// not know them (older than the CUDA version that added them).
 #[derive(Debug, Clone, Serialize)]
 pub struct Gpu {
     pub ordinal: i32,
     pub name: String,
     /// `0000:3b:00.0`, lowercase, as in sysfs.
     pub pci_bus_id: String,
+    /// CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED.
     pub dma_buf_supported: bool,
+    /// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED (GeForce parts: false).
+    pub gpu_direct_rdma_supported: Option<bool>,
+    /// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: cuMemCreate
+    /// memory can be registered (NCCL's default allocator since 2.19).
+    pub gpu_direct_rdma_with_vmm: Option<bool>,
+    /// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS decoded:
+    /// "host" (cuFlushGPUDirectRDMAWrites), "memops".
+    pub flush_writes_options: Option<Vec<&'static str>>,
+    /// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING decoded: "none",
+    /// "owner", "all_devices".
+    pub writes_ordering: Option<&'static str>,
+}
+
+/// Decodes CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_* bits.
+pub fn flush_options(bits: i32) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if bits & 1 != 0 {
+        v.push("host");
+    }
+    if bits & 2 != 0 {
+        v.push("memops");
+    }
+    v
+}
+
+/// Decodes CU_GPU_DIRECT_RDMA_WRITES_ORDERING_*.
+pub fn writes_ordering(v: i32) -> &'static str {
+    match v {
+        0 => "none",
+        100 => "owner",
+        200 => "all_devices",
+        _ => "unknown",
+    }
+}
+
+/// How GPU memory was allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Allocation {
+    /// cuMemAlloc (what perftest --use_cuda uses).
+    CuMemAlloc,
+    /// cuMemCreate + cuMemMap (NCCL's default since 2.19).
+    CuMemCreate,
+}
+
+impl Allocation {
+    pub fn label(self) -> &'static str {
+        match self {
+            Allocation::CuMemAlloc => "cuMemAlloc",
+            Allocation::CuMemCreate => "cuMemCreate",
+        }
+    }
+}
+
+/// An integer device attribute, None when the driver refuses it.
+fn attribute(dev: cu::CUdevice, a: cu::CUdevice_attribute) -> Option<i32> {
+    let mut v: c_int = 0;
+    // SAFETY: out-pointer to a c_int; dev is a device handle from cuDeviceGet.
+    let r = guarded(|| unsafe { cu::cuDeviceGetAttribute(&mut v, a, dev) });
+    matches!(r, Ok(cu::CUresult::CUDA_SUCCESS)).then_some(v)
 }
 
 /// What loading CUDA gave.
@@ -136,17 +198,23 @@ fn load() -> CudaState {
         }
         let mut name = [0 as c_char; 256];
         let mut bus = [0 as c_char; 64];
-        let mut dmabuf: c_int = 0;
-        // SAFETY: buffers of the given lengths; out-pointer for the attribute.
+        // SAFETY: buffers of the given lengths.
         let _ = guarded(|| unsafe {
             cu::cuDeviceGetName(name.as_mut_ptr(), name.len() as c_int, dev);
             cu::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as c_int, dev);
-            cu::cuDeviceGetAttribute(
-                &mut dmabuf,
-                cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
-                dev,
-            );
         });
+        use cu::CUdevice_attribute as A;
+        let dmabuf = attribute(dev, A::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED).unwrap_or(0);
+        let gdr = attribute(dev, A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED);
+        let vmm = attribute(
+            dev,
+            A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+        );
+        let flush = attribute(
+            dev,
+            A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS,
+        );
+        let order = attribute(dev, A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING);
         // SAFETY: the driver NUL-terminates both (buffers start zeroed).
         let (name, bus) = unsafe {
             (
@@ -154,11 +222,18 @@ fn load() -> CudaState {
                 crate::pci::normalize_bdf(&CStr::from_ptr(bus.as_ptr()).to_string_lossy()),
             )
         };
+        crate::trace!(
+            "GPU {ordinal} {name} {bus}: dma-buf {dmabuf}, GPUDirect RDMA {gdr:?}, with VMM {vmm:?}, flush {flush:?}, ordering {order:?}"
+        );
         gpus.push(Gpu {
             ordinal,
             name,
             pci_bus_id: bus,
             dma_buf_supported: dmabuf != 0,
+            gpu_direct_rdma_supported: gdr.map(|v| v != 0),
+            gpu_direct_rdma_with_vmm: vmm.map(|v| v != 0),
+            flush_writes_options: flush.map(flush_options),
+            writes_ordering: order.map(writes_ordering),
         });
     }
     CudaState::Ready {
@@ -221,6 +296,7 @@ impl GpuCtx {
         let buf = GpuBuf {
             ptr,
             size,
+            vmm: None,
             ctx: self.clone(),
         };
         let mut one: u32 = 1;
@@ -235,6 +311,82 @@ impl GpuCtx {
                 )
             }),
         )?;
+        crate::trace!("cuMemAlloc {size} bytes at 0x{ptr:x}, SYNC_MEMOPS set");
+        Ok(buf)
+    }
+
+    /// Memory as NCCL allocates it by default: cuMemCreate (pinned, on
+    /// this device, GPUDirect-RDMA capable when the device says VMM
+    /// memory supports it), a reserved VA range, cuMemMap and read/write
+    /// access for this device. The size is rounded up to the granularity.
+    pub fn alloc_vmm(
+        self: &Rc<Self>,
+        size: usize,
+        rdma_capable: bool,
+    ) -> Result<GpuBuf, CudaError> {
+        self.make_current()?;
+        // SAFETY: a plain C struct of integers and one pointer; all-zero is
+        // its documented "no options" value.
+        let mut prop: cu::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        prop.type_ = cu::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type_ = cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = self.dev;
+        prop.allocFlags.gpuDirectRDMACapable = rdma_capable as u8;
+        let mut gran: usize = 0;
+        check(
+            "cuMemGetAllocationGranularity",
+            // SAFETY: out-pointer and a filled-in property struct.
+            guarded(|| unsafe {
+                cu::cuMemGetAllocationGranularity(
+                    &mut gran,
+                    &prop,
+                    cu::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+                )
+            }),
+        )?;
+        let gran = gran.max(64 << 10);
+        let size = size.max(1).div_ceil(gran) * gran;
+        let mut handle: cu::CUmemGenericAllocationHandle = 0;
+        check(
+            "cuMemCreate",
+            // SAFETY: out-pointer, size a multiple of the granularity, prop as above.
+            guarded(|| unsafe { cu::cuMemCreate(&mut handle, size, &prop, 0) }),
+        )?;
+        let mut ptr: cu::CUdeviceptr = 0;
+        if let Err(e) = check(
+            "cuMemAddressReserve",
+            // SAFETY: out-pointer; no fixed address, no flags.
+            guarded(|| unsafe { cu::cuMemAddressReserve(&mut ptr, size, gran, 0, 0) }),
+        ) {
+            // SAFETY: the handle from cuMemCreate above, released once.
+            let _ = guarded(|| unsafe { cu::cuMemRelease(handle) });
+            return Err(e);
+        }
+        // From here Drop undoes whatever was done (unmap of an unmapped
+        // range only fails, harmlessly).
+        let buf = GpuBuf {
+            ptr,
+            size,
+            vmm: Some(handle),
+            ctx: self.clone(),
+        };
+        check(
+            "cuMemMap",
+            // SAFETY: the reserved range, the whole allocation from offset 0.
+            guarded(|| unsafe { cu::cuMemMap(ptr, size, 0, handle, 0) }),
+        )?;
+        let desc = cu::CUmemAccessDesc {
+            location: prop.location,
+            flags: cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        check(
+            "cuMemSetAccess",
+            // SAFETY: the mapped range and one access descriptor.
+            guarded(|| unsafe { cu::cuMemSetAccess(ptr, size, &desc, 1) }),
+        )?;
+        crate::trace!(
+            "cuMemCreate {size} bytes (granularity {gran}, gpuDirectRDMACapable {rdma_capable}) mapped at 0x{ptr:x}"
+        );
         Ok(buf)
     }
 }
@@ -247,10 +399,12 @@ impl Drop for GpuCtx {
     }
 }
 
-/// Device memory from cuMemAlloc.
+/// Device memory from cuMemAlloc, or from cuMemCreate mapped at `ptr`.
 pub struct GpuBuf {
     ptr: cu::CUdeviceptr,
     size: usize,
+    /// The cuMemCreate handle (None: cuMemAlloc memory).
+    vmm: Option<cu::CUmemGenericAllocationHandle>,
     ctx: Rc<GpuCtx>,
 }
 
@@ -263,6 +417,13 @@ impl GpuBuf {
     }
     pub fn is_empty(&self) -> bool {
         self.size == 0
+    }
+    pub fn allocation(&self) -> Allocation {
+        if self.vmm.is_some() {
+            Allocation::CuMemCreate
+        } else {
+            Allocation::CuMemAlloc
+        }
     }
 
     pub fn upload(&self, data: &[u8]) -> Result<(), CudaError> {
@@ -285,43 +446,104 @@ impl GpuBuf {
         )
     }
 
-    /// Exports the allocation as a dma-buf file descriptor.
-    pub fn export_dmabuf(&self) -> Result<std::os::fd::OwnedFd, CudaError> {
+    /// Exports the allocation as a dma-buf file descriptor. Like NCCL, it
+    /// asks for a PCIe (BAR) mapping first
+    /// (CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE, CUDA 12.8+) and falls
+    /// back to the default mapping when the driver rejects the flag.
+    /// Returns the descriptor and whether the PCIe flag was accepted.
+    pub fn export_dmabuf(&self) -> Result<(std::os::fd::OwnedFd, bool), CudaError> {
+        match self.export_dmabuf_flags(DMA_BUF_MAPPING_TYPE_PCIE) {
+            Ok(fd) => Ok((fd, true)),
+            Err(e) if e.code == 1 || e.code == 801 => {
+                crate::trace!("dma-buf export with the PCIe mapping flag: {e}; retrying without");
+                self.export_dmabuf_flags(0).map(|fd| (fd, false))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn export_dmabuf_flags(&self, flags: u64) -> Result<std::os::fd::OwnedFd, CudaError> {
         use std::os::fd::FromRawFd;
         self.ctx.make_current()?;
         let mut fd: c_int = -1;
         let (p, n) = (self.ptr, self.size);
         check(
             "cuMemGetHandleForAddressRange",
-            // SAFETY: the handle out-parameter of the DMA_BUF_FD type is an int.
+            // SAFETY: the handle out-parameter of the DMA_BUF_FD type is an int;
+            // the range is this whole allocation.
             guarded(|| unsafe {
                 cu::cuMemGetHandleForAddressRange(
                     &mut fd as *mut c_int as *mut c_void,
                     p,
                     n,
                     cu::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
-                    0,
+                    flags,
                 )
             }),
         )?;
+        crate::trace!("dma-buf fd {fd} for 0x{p:x}+{n} (flags {flags})");
         // SAFETY: on success the driver returned a new descriptor we own.
         Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
     }
 }
 
+/// CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE (cuda.h 12.8+; not in the
+/// 12.0 bindings).
+pub const DMA_BUF_MAPPING_TYPE_PCIE: u64 = 1;
+
 impl Drop for GpuBuf {
     fn drop(&mut self) {
         let _ = self.ctx.make_current();
-        let p = self.ptr;
-        // SAFETY: allocated by cuMemAlloc, freed once; MRs over it are
-        // dropped before (owners keep that order).
-        let _ = guarded(|| unsafe { cu::cuMemFree_v2(p) });
+        let (p, n) = (self.ptr, self.size);
+        match self.vmm {
+            // SAFETY: allocated by cuMemAlloc, freed once; MRs over it are
+            // dropped before (owners keep that order).
+            None => drop(guarded(|| unsafe { cu::cuMemFree_v2(p) })),
+            Some(h) => {
+                // SAFETY: the range reserved (and mapped) in alloc_vmm and the
+                // handle created there, each undone once, in reverse order.
+                let _ = guarded(|| unsafe { cu::cuMemUnmap(p, n) });
+                // SAFETY: as above.
+                let _ = guarded(|| unsafe { cu::cuMemAddressFree(p, n) });
+                // SAFETY: as above.
+                let _ = guarded(|| unsafe { cu::cuMemRelease(h) });
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attribute_values_decode() {
+        assert_eq!(flush_options(0), Vec::<&str>::new());
+        assert_eq!(flush_options(3), ["host", "memops"]);
+        assert_eq!(writes_ordering(100), "owner");
+        assert_eq!(writes_ordering(200), "all_devices");
+        assert_eq!(writes_ordering(0), "none");
+        // The enum values this file relies on, from cuda.h.
+        use cu::CUdevice_attribute as A;
+        assert_eq!(A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED as u32, 116);
+        assert_eq!(
+            A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED as u32,
+            110
+        );
+        assert_eq!(
+            A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS as u32,
+            117
+        );
+        assert_eq!(
+            A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING as u32,
+            118
+        );
+        assert_eq!(A::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED as u32, 124);
+        assert_eq!(
+            cu::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD as u32,
+            1
+        );
+    }
 
     #[test]
     fn guarded_turns_panics_into_errors() {

@@ -1,8 +1,12 @@
 //! `doctor`: reads the system and gives a verdict per item, without
 //! touching a device.
 
+mod rdma;
+
+use crate::nccl::{Detection, NcclPath};
 use crate::pci::{self, PathVerdict, Topology};
-use crate::report::{exit_code, human_bytes, overall, Status};
+use crate::rdma::{DevFile, RdmaPort};
+use crate::report::{exit_code, human_bytes, overall, Status, SCHEMA_VERSION};
 use crate::root::SysRoot;
 use crate::sysinfo::{self, DriverFlavour, SysState, MODULES_OF_INTEREST};
 use serde::Serialize;
@@ -26,18 +30,46 @@ pub struct PairTopology {
     pub topology: Option<Topology>,
 }
 
+/// The ports of one RDMA device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevicePorts {
+    pub rdma_device: String,
+    pub pci: Option<String>,
+    pub driver: Option<String>,
+    pub numa_node: Option<i64>,
+    pub ports: Vec<RdmaPort>,
+}
+
+/// One GPU as the PCI bus and the NVIDIA driver show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuInfo {
+    pub pci: String,
+    /// From /proc/driver/nvidia/gpus/<bdf>/information.
+    pub model: Option<String>,
+    pub numa_node: Option<i64>,
+    pub bar1_bytes: Option<u64>,
+    /// GeForce parts have no GPUDirect RDMA.
+    pub geforce: bool,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DoctorReport {
+    pub schema_version: u32,
     pub command: &'static str,
     pub version: &'static str,
     pub status: Status,
     pub exit_code: i32,
     pub kernel: String,
     pub items: Vec<Item>,
+    pub gpus: Vec<GpuInfo>,
     pub pairs: Vec<PairTopology>,
+    pub rdma_devices: Vec<DevicePorts>,
+    pub device_files: Vec<DevFile>,
+    pub nccl: Vec<NcclPath>,
+    pub detection: Vec<Detection>,
 }
 
-fn item(
+pub(crate) fn item(
     area: &'static str,
     name: impl Into<String>,
     status: Status,
@@ -54,11 +86,11 @@ fn item(
 }
 
 impl Item {
-    fn detail(mut self, d: impl Into<String>) -> Item {
+    pub(crate) fn detail(mut self, d: impl Into<String>) -> Item {
         self.detail = Some(d.into());
         self
     }
-    fn remedy(mut self, r: impl Into<String>) -> Item {
+    pub(crate) fn remedy(mut self, r: impl Into<String>) -> Item {
         self.remedy = Some(r.into());
         self
     }
@@ -69,19 +101,39 @@ pub fn run(root: &SysRoot) -> DoctorReport {
     let mut items = Vec::new();
     modules(&sys, &mut items);
     peers(&sys, &mut items);
+    rdma::ports(&sys, &mut items);
+    let device_files = rdma::dev_files(root, &sys, &mut items);
     let pairs = pcie(root, &sys, &mut items);
+    let detection = crate::nccl::detection(root);
+    let nccl = rdma::nccl_items(&sys, &pairs, &detection, &mut items);
     iommu(root, &sys, &mut items);
-    gpus(root, &sys, &mut items);
+    let gpus = gpus(root, &sys, &mut items);
     kernel(&sys, &mut items);
     let code = exit_code(items.iter().map(|i| i.status));
     DoctorReport {
+        schema_version: SCHEMA_VERSION,
         command: "doctor",
         version: env!("CARGO_PKG_VERSION"),
         status: overall(code),
         exit_code: code,
         kernel: sys.kernel.clone(),
         items,
+        gpus,
         pairs,
+        rdma_devices: sys
+            .rdma
+            .iter()
+            .map(|d| DevicePorts {
+                rdma_device: d.name.clone(),
+                pci: d.pci.as_ref().map(|p| p.bdf.clone()),
+                driver: d.driver.clone(),
+                numa_node: d.pci.as_ref().and_then(|p| p.numa_node),
+                ports: d.ports.clone(),
+            })
+            .collect(),
+        device_files,
+        nccl,
+        detection,
     }
 }
 
@@ -116,10 +168,13 @@ fn modules(sys: &SysState, items: &mut Vec<Item>) {
             .detail("more than one GPU peer-memory client is loaded: they register under the same name, so only the first one serves registrations and unloading becomes order-dependent")
             .remedy(format!("keep one: `rmmod {}`", clients[1..].join(" ")))
     } else if let Some(c) = clients.first() {
-        if sys.peers.is_empty() {
+        if sys.peers.is_empty() && sys.memory_peers_dir {
             item("modules", "peer-memory clients", Status::Fail, format!("{c} loaded, nothing registered"))
-                .detail("the module is loaded but /sys/kernel/mm/memory_peers/ lists no client: it loaded as a stub or its registration failed")
-                .remedy("check dmesg for the module's messages; rebuild it for the running kernel/OFED, or use peermem_rs")
+                .detail("the module is loaded but /sys/kernel/mm/memory_peers/ (which this core keeps) lists no client: it loaded as a stub or its registration failed")
+                .remedy("check dmesg for the module's messages; rebuild it for the running kernel/OFED (nvidia-peermem: reinstall the NVIDIA driver after OFED)")
+        } else if sys.peers.is_empty() {
+            item("modules", "peer-memory clients", Status::Info, format!("{c} loaded"))
+                .detail("this peer-memory core keeps no /sys/kernel/mm/memory_peers: registration is only visible by using it (`peermem-probe check`)")
         } else {
             item(
                 "modules",
@@ -143,7 +198,7 @@ fn modules(sys: &SysState, items: &mut Vec<Item>) {
             .detail(
                 "ibv_reg_mr on GPU memory will fail with EFAULT; only the dma-buf path can work",
             )
-            .remedy("`modprobe peermem_rs`")
+            .remedy(crate::remedy::load_client(sys))
     };
     items.push(it);
 }
@@ -207,15 +262,21 @@ fn pcie(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec<PairTopolo
                 Status::Untested,
                 "none in /sys/class/infiniband",
             )
-            .remedy(crate::remedy::no_rdma_device().remedy),
+            .remedy(crate::remedy::no_rdma_device(sys).remedy),
         );
     }
     for r in &sys.rdma {
         let v = match &r.pci {
             Some(p) => format!(
-                "PCI {} (NUMA {})",
+                "PCI {}{}{}",
                 p.bdf,
-                p.numa_node.map(|n| n.to_string()).unwrap_or("-".into())
+                p.numa_node
+                    .map(|n| format!(", NUMA {n}"))
+                    .unwrap_or_default(),
+                r.driver
+                    .as_ref()
+                    .map(|d| format!(", driver {d}"))
+                    .unwrap_or_default()
             ),
             None => "software device (no PCI function)".into(),
         };
@@ -314,8 +375,35 @@ fn iommu(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) {
     items.push(it);
 }
 
-fn gpus(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) {
+/// The model line of /proc/driver/nvidia/gpus/<bdf>/information.
+fn gpu_model(root: &SysRoot, bdf: &str) -> Option<String> {
+    let text = root.read(&format!("/proc/driver/nvidia/gpus/{bdf}/information"))?;
+    let line = text.lines().find(|l| l.starts_with("Model:"))?;
+    Some(line["Model:".len()..].trim().to_string())
+}
+
+fn gpus(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec<GpuInfo> {
+    let mut out = Vec::new();
     for g in &sys.gpus {
+        let model = gpu_model(root, &g.bdf);
+        let geforce = model.as_deref().is_some_and(|m| m.contains("GeForce"));
+        if let Some(m) = &model {
+            let it = if geforce {
+                item("gpu", format!("GPU {}", g.bdf), Status::Warn, m.clone())
+                    .detail("GeForce GPUs do not support GPUDirect RDMA (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 0): registrations of their memory fail; NCCL stages through host memory")
+                    .remedy("use a data-center or professional GPU for GPUDirect RDMA")
+            } else {
+                item("gpu", format!("GPU {}", g.bdf), Status::Info, m.clone())
+            };
+            items.push(it);
+        }
+        out.push(GpuInfo {
+            pci: g.bdf.clone(),
+            model,
+            numa_node: g.numa_node,
+            bar1_bytes: g.bar1_bytes(root),
+            geforce,
+        });
         let name = format!("GPU {} BAR1", g.bdf);
         let it = match g.bar1_bytes(root) {
             Some(b) if b < (1 << 30) => item("gpu", name, Status::Warn, human_bytes(b))
@@ -348,16 +436,15 @@ fn gpus(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) {
             .remedy("install and load the NVIDIA driver"),
     };
     items.push(it);
+    out
 }
 
 fn kernel(sys: &SysState, items: &mut Vec<Item>) {
     items.push(match &sys.config_rust {
         Some((true, f)) => item("kernel", "CONFIG_RUST", Status::Pass, "y").detail(f.clone()),
-        Some((false, f)) => item("kernel", "CONFIG_RUST", Status::Warn, "not set")
-            .detail(format!("{f}: peermem_rs cannot load on this kernel"))
-            .remedy(
-                "use a kernel built with Rust support, or another peer-memory client / dma-buf",
-            ),
+        Some((false, f)) => item("kernel", "CONFIG_RUST", Status::Info, "not set").detail(format!(
+            "{f}: peermem_rs cannot load on this kernel; nvidia-peermem and dma-buf are unaffected"
+        )),
         None => item(
             "kernel",
             "CONFIG_RUST",

@@ -8,13 +8,18 @@ pub mod cuda;
 pub mod doctor;
 pub mod loopback;
 pub mod memory;
+pub mod nccl;
 pub mod pair;
 pub mod pci;
+pub mod rdma;
 pub mod remedy;
 pub mod report;
 pub mod root;
+pub mod stream;
 pub mod sysinfo;
+pub mod trace;
 pub mod verbs;
+pub mod verdict;
 
 /// The fixture trees under tests/fixtures, for unit tests.
 #[cfg(test)]

@@ -1,12 +1,14 @@
-//! Two RC QPs on one device connected to each other, and RDMA WRITE
-//! streams over any connected QP.
+//! Two RC QPs on one device connected to each other: a fresh pair (with
+//! its own CQ) for every test, so one failed path never poisons the next.
 
+use crate::memory::HostBuf;
 use crate::root::SysRoot;
+pub use crate::stream::{rdma_stream, Op, PostFn, Stream, XferError};
 use crate::verbs::ffi::{self, Gid};
-use crate::verbs::{Context, Cq, Pd, PollError, Qp, VerbsError};
+use crate::verbs::{Context, Cq, Mr, Pd, Qp, VerbsError};
 use serde::Serialize;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The port, GID and MTU a QP is connected through.
 #[derive(Debug, Clone, Serialize)]
@@ -80,6 +82,19 @@ fn gid_entries(root: &SysRoot, dev: &str, port: u8) -> Vec<(u32, String, String)
     out
 }
 
+/// `ibv_port_state` by name.
+pub fn port_state_name(s: u32) -> &'static str {
+    match s {
+        0 => "NOP",
+        1 => "DOWN",
+        2 => "INIT",
+        3 => "ARMED",
+        4 => "ACTIVE",
+        5 => "ACTIVE_DEFER",
+        _ => "in an unknown state",
+    }
+}
+
 /// The first active port of the device and how to address it.
 pub fn choose_port(root: &SysRoot, ctx: &Context) -> Result<PortChoice, String> {
     let mut ports: Vec<u8> = root
@@ -94,7 +109,7 @@ pub fn choose_port(root: &SysRoot, ctx: &Context) -> Result<PortChoice, String> 
     for port in ports {
         let info = ctx.query_port(port).map_err(|e| e.to_string())?;
         if info.state != ffi::PORT_ACTIVE {
-            states.push(format!("port {port} state {}", info.state));
+            states.push(format!("port {port} {}", port_state_name(info.state)));
             continue;
         }
         let eth = info.link_layer == ffi::LINK_LAYER_ETHERNET;
@@ -141,13 +156,15 @@ pub fn choose_port(root: &SysRoot, ctx: &Context) -> Result<PortChoice, String> 
 }
 
 /// Moves `qp` through INIT, RTR and RTS towards `remote_qpn` reached via
-/// `remote` (the same port for a loopback pair).
+/// `remote` (the same port for a loopback pair), allowing `rd_atomic`
+/// RDMA READs in flight each way.
 pub fn connect_qp(
     qp: &Qp,
     local: &PortChoice,
     remote: &PortChoice,
     remote_qpn: u32,
     psn: u32,
+    rd_atomic: u8,
 ) -> Result<(), VerbsError> {
     let mut a = ffi::QpAttr {
         qp_state: ffi::QPS_INIT,
@@ -164,7 +181,7 @@ pub fn connect_qp(
         path_mtu: local.mtu,
         dest_qp_num: remote_qpn,
         rq_psn: psn,
-        max_dest_rd_atomic: 1,
+        max_dest_rd_atomic: rd_atomic,
         min_rnr_timer: 12,
         ..Default::default()
     };
@@ -193,7 +210,7 @@ pub fn connect_qp(
         retry_cnt: 7,
         rnr_retry: 7,
         sq_psn: psn,
-        max_rd_atomic: 1,
+        max_rd_atomic: rd_atomic,
         ..Default::default()
     };
     qp.modify(
@@ -207,88 +224,12 @@ pub fn connect_qp(
     )
 }
 
-/// Why a transfer did not complete.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum XferError {
-    Post(VerbsError),
-    Poll(PollError),
-}
-
-impl std::fmt::Display for XferError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            XferError::Post(e) => write!(f, "{e}"),
-            XferError::Poll(PollError::Verbs(e)) => write!(f, "{e}"),
-            XferError::Poll(PollError::Wc(w)) => {
-                write!(f, "RDMA write completed with error status {}", w.status)
-            }
-            XferError::Poll(PollError::Timeout(t)) => {
-                write!(f, "no completion within {} s", t.as_secs())
-            }
-        }
-    }
-}
-
-/// One RDMA WRITE stream: `count` writes of `len` bytes each from
-/// `src`/`lkey` to `dst`/`rkey`, each split into messages of at most
-/// `max_msg` bytes, with up to `depth` in flight. Returns the elapsed time.
-#[allow(clippy::too_many_arguments)]
-pub fn write_stream(
-    post: &dyn Fn(&mut ffi::SendWr) -> Result<(), VerbsError>,
-    cq: &Cq,
-    (src, lkey): (u64, u32),
-    (dst, rkey): (u64, u32),
-    len: usize,
-    count: usize,
-    max_msg: u32,
-    depth: usize,
-    timeout: Duration,
-) -> Result<Duration, XferError> {
-    let msg = (max_msg as usize).clamp(4096, 1 << 30);
-    let mut wrs: Vec<(u64, usize)> = Vec::new();
-    for _ in 0..count {
-        let mut off = 0;
-        while off < len {
-            let n = (len - off).min(msg);
-            wrs.push((off as u64, n));
-            off += n;
-        }
-    }
-    let start = Instant::now();
-    let (mut posted, mut done) = (0usize, 0usize);
-    let depth = depth.max(1);
-    while done < wrs.len() {
-        while posted < wrs.len() && posted - done < depth {
-            let (off, n) = wrs[posted];
-            let mut sge = ffi::Sge {
-                addr: src + off,
-                length: n as u32,
-                lkey,
-            };
-            let mut wr = ffi::SendWr::zeroed();
-            wr.wr_id = posted as u64;
-            wr.sg_list = &mut sge;
-            wr.num_sge = 1;
-            wr.opcode = ffi::WR_RDMA_WRITE;
-            wr.send_flags = ffi::SEND_SIGNALED;
-            wr.remote_addr = dst + off;
-            wr.rkey = rkey;
-            post(&mut wr).map_err(XferError::Post)?;
-            posted += 1;
-        }
-        let got = cq.wait(1, timeout).map_err(XferError::Poll)?;
-        done += got.len();
-    }
-    Ok(start.elapsed())
-}
-
-/// Two QPs of one device connected to each other.
+/// A device opened for loopback tests: its port and a protection domain.
+/// Every test gets fresh QPs from [`Loopback::pair`], so a QP that an
+/// earlier path drove into the error state never serves the next one.
 pub struct Loopback {
     pub ctx: Context,
     pub pd: Rc<Pd>,
-    pub cq: Rc<Cq>,
-    a: Qp,
-    _b: Qp,
     pub port: PortChoice,
 }
 
@@ -299,55 +240,156 @@ pub enum SetupError {
     Verbs(crate::remedy::Step, VerbsError),
 }
 
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupError::Port(e) => write!(f, "{e}"),
+            SetupError::Verbs(_, e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Work requests each QP may have outstanding.
 pub const DEPTH: u32 = 64;
 
 impl Loopback {
     pub fn new(root: &SysRoot, ctx: &Context) -> Result<Loopback, SetupError> {
         use crate::remedy::Step;
         let port = choose_port(root, ctx).map_err(SetupError::Port)?;
+        crate::trace!(
+            "{}: port {} {} gid_index {:?} mtu enum {}",
+            ctx.name,
+            port.port,
+            port.link_layer,
+            port.gid_index,
+            port.mtu
+        );
         let pd = ctx
             .alloc_pd()
             .map_err(|e| SetupError::Verbs(Step::CreateQp, e))?;
-        let cq = ctx
-            .create_cq(2 * DEPTH as i32 + 8)
-            .map_err(|e| SetupError::Verbs(Step::CreateQp, e))?;
-        let a = Qp::create_rc(&pd, &cq, DEPTH).map_err(|e| SetupError::Verbs(Step::CreateQp, e))?;
-        let b = Qp::create_rc(&pd, &cq, DEPTH).map_err(|e| SetupError::Verbs(Step::CreateQp, e))?;
-        connect_qp(&a, &port, &port, b.qp_num(), 0x1000)
-            .map_err(|e| SetupError::Verbs(Step::ConnectQp, e))?;
-        connect_qp(&b, &port, &port, a.qp_num(), 0x1000)
-            .map_err(|e| SetupError::Verbs(Step::ConnectQp, e))?;
         Ok(Loopback {
             ctx: ctx.clone(),
             pd,
-            cq,
-            a,
-            _b: b,
             port,
         })
     }
 
-    /// RDMA WRITE through the pair (QP a sends, QP b's side receives).
-    pub fn write(
+    /// `n` fresh connected QP pairs on a fresh CQ.
+    pub fn pairs(&self, n: usize) -> Result<QpPairs, SetupError> {
+        use crate::remedy::Step;
+        let n = n.max(1);
+        let v = |s: Step| move |e| SetupError::Verbs(s, e);
+        let cq = self
+            .ctx
+            .create_cq((2 * DEPTH as usize * n + 8) as i32)
+            .map_err(v(Step::CreateQp))?;
+        let scratch = HostBuf::new(4096);
+        let scratch_mr = self
+            .pd
+            .reg_mr(scratch.as_slice().as_ptr() as u64, 4096)
+            .map_err(v(Step::RegHost))?;
+        let mut senders = Vec::with_capacity(n);
+        let mut receivers = Vec::with_capacity(n);
+        for _ in 0..n {
+            let a = Qp::create_rc(&self.pd, &cq, DEPTH).map_err(v(Step::CreateQp))?;
+            let b = Qp::create_rc(&self.pd, &cq, DEPTH).map_err(v(Step::CreateQp))?;
+            // As many READs in flight as the device allows: 16, else 1.
+            let mut last = None;
+            for rd in [16u8, 1] {
+                let r = connect_qp(&a, &self.port, &self.port, b.qp_num(), 0x1000, rd)
+                    .and_then(|_| connect_qp(&b, &self.port, &self.port, a.qp_num(), 0x1000, rd));
+                match r {
+                    Ok(()) => {
+                        last = None;
+                        break;
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            if let Some(e) = last {
+                return Err(SetupError::Verbs(Step::ConnectQp, e));
+            }
+            crate::trace!(
+                "{}: fresh QP pair {} <-> {}",
+                self.ctx.name,
+                a.qp_num(),
+                b.qp_num()
+            );
+            senders.push(a);
+            receivers.push(b);
+        }
+        Ok(QpPairs {
+            cq,
+            senders,
+            _receivers: receivers,
+            scratch,
+            scratch_mr,
+            max_msg: self.port.max_msg,
+        })
+    }
+}
+
+/// Connected loopback QP pairs sharing one CQ of their own.
+pub struct QpPairs {
+    cq: Rc<Cq>,
+    senders: Vec<Qp>,
+    _receivers: Vec<Qp>,
+    scratch: HostBuf,
+    scratch_mr: Mr,
+    max_msg: u32,
+}
+
+impl QpPairs {
+    /// `count` RDMA operations of `len` bytes each between `local` and
+    /// `remote`, spread over the QPs. Returns the elapsed time.
+    pub fn run(
         &self,
-        src: (u64, u32),
-        dst: (u64, u32),
+        op: Op,
+        local: (u64, u32),
+        remote: (u64, u32),
         len: usize,
         count: usize,
         timeout: Duration,
     ) -> Result<Duration, XferError> {
-        let post = |wr: &mut ffi::SendWr| self.a.post_send(wr);
-        write_stream(
-            &post,
+        let posts: Vec<_> = self
+            .senders
+            .iter()
+            .map(|q| move |wr: &mut ffi::SendWr| q.post_send(wr))
+            .collect();
+        let posts: Vec<PostFn> = posts.iter().map(|f| f as PostFn).collect();
+        rdma_stream(
+            &posts,
             &self.cq,
-            src,
-            dst,
-            len,
-            count,
-            self.port.max_msg,
-            DEPTH as usize / 2,
-            timeout,
+            Stream {
+                op,
+                local,
+                remote,
+                len,
+                count,
+                max_msg: self.max_msg,
+                depth: DEPTH as usize / 2,
+                timeout,
+            },
         )
+    }
+
+    /// RDMA-WRITE `len` bytes, then make sure they landed: a READ of the
+    /// destination (what NCCL calls a flush) cannot complete before the
+    /// writes ahead of it reached the memory, whatever path they took.
+    pub fn write_flushed(
+        &self,
+        src: (u64, u32),
+        dst: (u64, u32),
+        len: usize,
+        timeout: Duration,
+    ) -> Result<Duration, XferError> {
+        let t = self.run(Op::Write, src, dst, len, 1, timeout)?;
+        let scratch = (
+            self.scratch.as_slice().as_ptr() as u64,
+            self.scratch_mr.lkey(),
+        );
+        self.run(Op::Read, scratch, dst, len.clamp(1, 4), 1, timeout)?;
+        Ok(t)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::cm::{Channel, CmId, CmQp};
 use crate::cuda::{self, CudaState, GpuCtx};
-use crate::loopback::write_stream;
+use crate::loopback::{rdma_stream, Op, Stream};
 use crate::memory::{compare, pattern, Buffer, HostBuf};
 use crate::remedy::{self, Diagnosis};
 use crate::report::{exit_code, overall, Status};
@@ -25,7 +25,11 @@ pub struct PairOptions {
     /// Client only: local address to resolve from.
     pub bind: Option<SocketAddr>,
     pub size: usize,
+    /// Server: the largest buffer a client may ask for.
+    pub max_size: usize,
     pub gpu: Option<i32>,
+    /// Register the GPU buffer through dma-buf instead of ibv_reg_mr.
+    pub dmabuf: bool,
     pub timeout: Duration,
 }
 
@@ -36,6 +40,9 @@ pub struct PairRow {
     pub bytes: u64,
     pub verified_bytes: u64,
     pub micros: Option<u64>,
+    /// bytes * 8 / time of the write (one buffer, so a rough figure;
+    /// `bench` measures properly).
+    pub gbit_per_s: Option<f64>,
     pub error: Option<String>,
     pub cause: Option<String>,
     pub remedy: Option<String>,
@@ -43,6 +50,7 @@ pub struct PairRow {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PairReport {
+    pub schema_version: u32,
     pub command: &'static str,
     pub version: &'static str,
     pub role: &'static str,
@@ -120,19 +128,21 @@ fn row(direction: &'static str, size: usize) -> PairRow {
         bytes: size as u64,
         verified_bytes: 0,
         micros: None,
+        gbit_per_s: None,
         error: None,
         cause: None,
         remedy: None,
     }
 }
 
+/// A failed row; without a specific diagnosis the generic one for the
+/// message (every failure carries a cause and a remedy).
 fn failed(mut r: PairRow, err: String, d: Option<Diagnosis>) -> PairRow {
+    let d = d.unwrap_or_else(|| remedy::diagnose_pair(&err));
     r.status = Status::Fail;
     r.error = Some(err);
-    if let Some(d) = d {
-        r.cause = Some(d.cause);
-        r.remedy = Some(d.remedy);
-    }
+    r.cause = Some(d.cause);
+    r.remedy = Some(d.remedy);
     r
 }
 
@@ -177,8 +187,9 @@ impl Link {
                 }
                 Err(PollError::Wc(w)) => {
                     return Err(format!(
-                        "completion error status {} ({})",
-                        w.status,
+                        "control message completed with {} (vendor_err 0x{:x}): {}",
+                        remedy::wc_status_name(w.status),
+                        w.vendor_err,
                         remedy::diagnose_wc(w.status, false).cause
                     ))
                 }
@@ -242,6 +253,7 @@ fn alloc(gpu: Option<i32>, size: usize) -> Result<Allocated, (Status, String)> {
 
 fn new_report(role: &'static str, o: &PairOptions) -> PairReport {
     PairReport {
+        schema_version: crate::report::SCHEMA_VERSION,
         command: "pair",
         version: env!("CARGO_PKG_VERSION"),
         role,
@@ -249,10 +261,11 @@ fn new_report(role: &'static str, o: &PairOptions) -> PairReport {
         exit_code: 0,
         address: o.addr.to_string(),
         rdma_device: None,
-        memory: o
-            .gpu
-            .map(|g| format!("gpu {g}"))
-            .unwrap_or_else(|| "host".into()),
+        memory: match (o.gpu, o.dmabuf) {
+            (Some(g), true) => format!("gpu {g} (dma-buf)"),
+            (Some(g), false) => format!("gpu {g}"),
+            (None, _) => "host".into(),
+        },
         size: o.size as u64,
         results: Vec::new(),
     }
@@ -331,6 +344,15 @@ fn run_role(
         .ok_or_else(|| fail("the RDMA CM bound no device".into()))?;
     rep.rdma_device = Some(ctx.device_name());
     let size = match peer {
+        Some(h) if h.len == 0 || h.len > o.max_size as u64 => {
+            rep.size = h.len;
+            id.reject();
+            return Err(fail(format!(
+                "the client asked for a {} buffer; this server allows 1 byte to {} (--max-size)",
+                crate::report::human_bytes(h.len),
+                crate::report::human_bytes(o.max_size as u64)
+            )));
+        }
         Some(h) if h.len as usize != o.size => {
             rep.size = h.len;
             h.len as usize
@@ -340,11 +362,26 @@ fn run_role(
     let pd = ctx.alloc_pd().map_err(|e| fail(e.to_string()))?;
     let cq = ctx.create_cq(64).map_err(|e| fail(e.to_string()))?;
     let (mut buf, _gctx) = alloc(o.gpu, size)?;
-    let mr = pd.reg_mr(buf.addr(), buf.len()).map_err(|e| {
-        let step = if buf.is_gpu() {
-            remedy::Step::RegGpu
-        } else {
-            remedy::Step::RegHost
+    let dmabuf_fd = match &buf {
+        Buffer::Gpu(g) if o.dmabuf => Some(g.export_dmabuf().map_err(|e| {
+            let sys = crate::sysinfo::SysState::gather(&crate::root::SysRoot::live());
+            let d = remedy::diagnose_cuda(e.code, "dma-buf export", &sys);
+            fail(format!("{e}: {}; {}", d.cause, d.remedy))
+        })?),
+        _ => None,
+    };
+    let reg = match &dmabuf_fd {
+        Some((fd, _)) => {
+            use std::os::fd::AsRawFd;
+            pd.reg_dmabuf_mr(fd.as_raw_fd(), buf.len(), buf.addr())
+        }
+        None => pd.reg_mr(buf.addr(), buf.len()),
+    };
+    let mr = reg.map_err(|e| {
+        let step = match (buf.is_gpu(), dmabuf_fd.is_some()) {
+            (true, true) => remedy::Step::RegDmabuf,
+            (true, false) => remedy::Step::RegGpu,
+            _ => remedy::Step::RegHost,
         };
         let sys = crate::sysinfo::SysState::gather(&crate::root::SysRoot::live());
         let d = remedy::diagnose(
@@ -399,22 +436,34 @@ fn run_role(
             return failed(r, e.to_string(), None);
         }
         let post = |wr: &mut ffi::SendWr| link.qp.post_send(wr);
-        match write_stream(
-            &post,
-            &cq,
-            (buf.addr(), mr.lkey()),
-            (peer.addr, peer.rkey),
-            size,
-            1,
-            1 << 30,
-            16,
-            o.timeout,
-        ) {
+        let stream = Stream {
+            op: Op::Write,
+            local: (buf.addr(), mr.lkey()),
+            remote: (peer.addr, peer.rkey),
+            len: size,
+            count: 1,
+            max_msg: 1 << 30,
+            depth: 16,
+            timeout: o.timeout,
+        };
+        match rdma_stream(&[&post], &cq, stream) {
             Ok(t) => PairRow {
                 micros: Some(t.as_micros() as u64),
+                gbit_per_s: Some(size as f64 * 8.0 / t.as_secs_f64().max(1e-9) / 1e9),
                 ..r
             },
-            Err(e) => failed(r, e.to_string(), Some(remedy::diagnose_wc(12, gpu))),
+            Err(e) => {
+                let d = match &e {
+                    crate::loopback::XferError::Poll(PollError::Wc(w)) => {
+                        remedy::diagnose_wc(w.status, gpu)
+                    }
+                    crate::loopback::XferError::Poll(PollError::Timeout(_)) => {
+                        remedy::diagnose_timeout(gpu)
+                    }
+                    _ => remedy::diagnose_pair(&e.to_string()),
+                };
+                failed(r, e.to_string(), Some(d))
+            }
         }
     };
     // The other: check what the peer wrote into mine.

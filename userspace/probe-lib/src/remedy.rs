@@ -13,6 +13,8 @@ pub enum Step {
     RegGpu,
     /// ibv_reg_dmabuf_mr on an exported GPU dma-buf.
     RegDmabuf,
+    /// Opening the RDMA device.
+    OpenDevice,
     /// Creating the loopback/connected QPs and CQ.
     CreateQp,
     /// Moving the QPs to RTR/RTS.
@@ -78,8 +80,96 @@ pub fn errno_text(e: i32) -> String {
     format!("{} ({msg})", errno_name(e))
 }
 
-const LOAD_CLIENT: &str = "load a peer-memory client: `modprobe peermem_rs` (or nvidia-peermem), \
-then check /sys/kernel/mm/memory_peers/";
+/// How to get a peer-memory client on this host: nvidia-peermem first
+/// where the driver installed it; peermem_rs only on a kernel that can run
+/// Rust modules.
+pub fn load_client(sys: &SysState) -> String {
+    let rust_ok = sys.config_rust.as_ref().map(|(on, _)| *on) != Some(false);
+    let check =
+        "then check that /sys/module/nvidia_peermem (or /sys/kernel/mm/memory_peers/) exists";
+    if sys.is_installed("nvidia_peermem") {
+        format!(
+            "load NVIDIA's client, installed with the driver: `modprobe nvidia-peermem`; {check}"
+        )
+    } else if rust_ok && sys.is_installed("peermem_rs") {
+        format!("load a peer-memory client: `modprobe peermem_rs`; {check}")
+    } else if rust_ok {
+        format!("load a peer-memory client: `modprobe nvidia-peermem` (ships with the NVIDIA driver) or `modprobe peermem_rs`; {check}")
+    } else {
+        format!("load NVIDIA's client: `modprobe nvidia-peermem` (ships with the NVIDIA driver; this kernel has no CONFIG_RUST, so peermem_rs cannot run here); {check}")
+    }
+}
+
+/// The kernel has no peer-memory interface.
+pub fn no_peer_interface(sys: &SysState) -> Diagnosis {
+    d(
+        format!(
+            "kernel {} has no peer-memory interface (no ib_register_peer_memory_client: mainline and Ubuntu >= 6.8 kernels)",
+            sys.kernel
+        ),
+        "nothing to fix for dma-buf, which needs no client; peer memory needs DOCA-OFED or a kernel carrying the peer-memory patches",
+    )
+}
+
+/// The RDMA device refuses dma-buf MRs (ibv_reg_dmabuf_mr probe).
+pub fn no_dmabuf_mr(sys: &SysState, dev: &str) -> Diagnosis {
+    let driver = sys
+        .rdma
+        .iter()
+        .find(|r| r.name == dev)
+        .and_then(|r| r.driver.clone())
+        .map(|d| format!(" (driver {d})"))
+        .unwrap_or_default();
+    d(
+        format!("RDMA device {dev}{driver} does not support dma-buf memory regions (ibv_reg_dmabuf_mr: EOPNOTSUPP)"),
+        "dma-buf MRs need Linux >= 5.12, a NIC driver that implements them (mlx5, irdma, efa, bnxt_re, ...) and rdma-core >= 34; otherwise use peer memory",
+    )
+}
+
+/// The device has no usable port.
+pub fn port_down(sys: &SysState, dev: &str) -> Diagnosis {
+    let netdev = sys
+        .rdma
+        .iter()
+        .find(|r| r.name == dev)
+        .and_then(|r| r.ports.iter().find_map(|p| p.netdev.clone()));
+    let remedy = match netdev {
+        Some(n) => format!(
+            "bring the link up: `ip link set {n} up` and give {n} an IP address (RoCE needs one for its GID); `rdma link show` must show {dev} ACTIVE"
+        ),
+        None => format!(
+            "bring the link up (cable, switch port, subnet manager for InfiniBand); `rdma link show` must show {dev} ACTIVE"
+        ),
+    };
+    d(
+        format!("{dev} has no ACTIVE port with a usable address"),
+        remedy,
+    )
+}
+
+/// A GPU without GPUDirect RDMA (GeForce and some workstation parts).
+pub fn no_gdr_on_gpu() -> Diagnosis {
+    d(
+        "this GPU does not support GPUDirect RDMA (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 0, as on GeForce parts)",
+        "use a data-center or professional GPU for GPUDirect RDMA; NCCL falls back to staging through host memory here",
+    )
+}
+
+/// cuMemCreate memory cannot be registered on this GPU/driver.
+pub fn no_gdr_with_vmm() -> Diagnosis {
+    d(
+        "the driver does not support GPUDirect RDMA on cuMemCreate memory (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED = 0)",
+        "update the NVIDIA driver; meanwhile NCCL_CUMEM_ENABLE=0 makes NCCL allocate with cuMemAlloc",
+    )
+}
+
+/// A completion that matched no posted work request.
+pub fn stray_completion() -> Diagnosis {
+    d(
+        "the completion queue returned a work request this test never posted (or one twice)",
+        "report a bug with `--verbose` output; check dmesg for device errors",
+    )
+}
 
 fn memlock_small(ctx: &Context) -> bool {
     match ctx.sys.memlock {
@@ -119,7 +209,7 @@ pub fn diagnose(step: Step, errno: i32, ctx: &Context) -> Diagnosis {
         ),
         (RegGpu, libc::EFAULT) if !ctx.sys.has_peer_client() => d(
             "no peer-memory client is loaded, so the kernel could not pin the GPU address",
-            LOAD_CLIENT,
+            load_client(ctx.sys),
         ),
         (RegGpu, libc::EFAULT) => d(
             format!(
@@ -134,7 +224,11 @@ pub fn diagnose(step: Step, errno: i32, ctx: &Context) -> Diagnosis {
         ),
         (RegGpu, libc::EINVAL) => d(
             "the peer-memory client rejected the request (a client built without the peer-memory symbols returns EINVAL; so does a misaligned GPU range)",
-            "check dmesg; rebuild the client against the running kernel/OFED, or use peermem_rs which binds at run time",
+            if ctx.sys.config_rust.as_ref().map(|(on, _)| *on) == Some(false) {
+                "check dmesg; rebuild the client (nvidia-peermem: reinstall the NVIDIA driver after OFED) against the running kernel/OFED"
+            } else {
+                "check dmesg; rebuild the client against the running kernel/OFED (nvidia-peermem: reinstall the NVIDIA driver after OFED), or use peermem_rs which binds at run time"
+            },
         ),
         (RegGpu, libc::ENOMEM) => d(
             "the GPU driver could not pin or map the pages",
@@ -162,7 +256,11 @@ pub fn diagnose(step: Step, errno: i32, ctx: &Context) -> Diagnosis {
         ),
         (_, libc::EPERM | libc::EACCES) => d(
             "permission denied by the RDMA device",
-            "run as a user with access to /dev/infiniband/uverbs* (group rdma) or as root",
+            "run as a user with read/write access to /dev/infiniband/uverbs* and rdma_cm (`peermem-probe doctor` shows their modes), or as root",
+        ),
+        (OpenDevice, _) => d(
+            "the RDMA device could not be opened",
+            "check that ib_uverbs is loaded and /dev/infiniband/uverbs* exist (`peermem-probe doctor`)",
         ),
         (ConnectQp, libc::EINVAL) => d(
             "the device refused the QP attributes (wrong GID index, MTU or port)",
@@ -183,6 +281,50 @@ fn client_names(sys: &SysState) -> String {
     names.join(", ")
 }
 
+/// `IBV_WC_...` name and libibverbs' description of a completion status.
+pub fn wc_status_name(status: u32) -> String {
+    let (name, text) = match status {
+        0 => ("SUCCESS", "success"),
+        1 => ("LOC_LEN_ERR", "local length error"),
+        2 => ("LOC_QP_OP_ERR", "local QP operation error"),
+        3 => ("LOC_EEC_OP_ERR", "local EE context operation error"),
+        4 => ("LOC_PROT_ERR", "local protection error"),
+        5 => ("WR_FLUSH_ERR", "work request flushed error"),
+        6 => ("MW_BIND_ERR", "memory window bind error"),
+        7 => ("BAD_RESP_ERR", "bad response error"),
+        8 => ("LOC_ACCESS_ERR", "local access error"),
+        9 => ("REM_INV_REQ_ERR", "remote invalid request error"),
+        10 => ("REM_ACCESS_ERR", "remote access error"),
+        11 => ("REM_OP_ERR", "remote operation error"),
+        12 => ("RETRY_EXC_ERR", "transport retry counter exceeded"),
+        13 => ("RNR_RETRY_EXC_ERR", "RNR retry counter exceeded"),
+        14 => ("LOC_RDD_VIOL_ERR", "local RDD violation error"),
+        15 => ("REM_INV_RD_REQ_ERR", "remote invalid RD request"),
+        16 => ("REM_ABORT_ERR", "aborted error"),
+        17 => ("INV_EECN_ERR", "invalid EE context number"),
+        18 => ("INV_EEC_STATE_ERR", "invalid EE context state"),
+        19 => ("FATAL_ERR", "fatal error"),
+        20 => ("RESP_TIMEOUT_ERR", "response timeout error"),
+        21 => ("GENERAL_ERR", "general error"),
+        22 => ("TM_ERR", "tag matching error"),
+        23 => ("TM_RNDV_INCOMPLETE", "tag matching rendezvous incomplete"),
+        _ => return format!("unknown completion status {status}"),
+    };
+    format!("IBV_WC_{name} ({text})")
+}
+
+/// A transfer that got no completion at all within the timeout.
+pub fn diagnose_timeout(gpu_involved: bool) -> Diagnosis {
+    d(
+        "timeout: the device neither completed nor failed the work request in time",
+        if gpu_involved {
+            "check dmesg for NVRM/Xid and IOMMU faults and the device state (`rdma resource show qp`); on a slow or emulated device raise --timeout"
+        } else {
+            "check dmesg and the device state (`rdma resource show qp`); on a slow or emulated device raise --timeout"
+        },
+    )
+}
+
 /// Diagnoses a completion with an error status (`ibv_wc_status`).
 pub fn diagnose_wc(status: u32, gpu_involved: bool) -> Diagnosis {
     match status {
@@ -194,11 +336,11 @@ pub fn diagnose_wc(status: u32, gpu_involved: bool) -> Diagnosis {
             "RNR retry exceeded: the peer had no receive posted",
             "the peer stopped early; rerun both sides",
         ),
-        4 | 10 | 11 if gpu_involved => d(
+        4 | 8 | 10 | 11 if gpu_involved => d(
             "the NIC could not DMA to/from the GPU memory (protection or access error)",
             "check dmesg for IOMMU (DMAR/AMD-Vi) faults; run `peermem-probe doctor` for ACS and IOMMU on the PCIe path (iommu=pt, ACS off between GPU and NIC)",
         ),
-        4 | 10 | 11 => d(
+        4 | 8 | 10 | 11 => d(
             "protection or access error on a memory region",
             "report a bug: the keys and access flags of this tool should match",
         ),
@@ -207,7 +349,7 @@ pub fn diagnose_wc(status: u32, gpu_involved: bool) -> Diagnosis {
             "look at the first error of the run",
         ),
         _ => d(
-            format!("the completion failed with status {status}"),
+            format!("the completion failed with {}", wc_status_name(status)),
             "check dmesg and the device counters (`rdma statistic`)",
         ),
     }
@@ -280,21 +422,60 @@ pub fn no_libibverbs(err: &str) -> Diagnosis {
     )
 }
 
-/// No RDMA device at all.
-pub fn no_rdma_device() -> Diagnosis {
+/// No RDMA device at all; the soft-RoCE example names a real netdev.
+pub fn no_rdma_device(sys: &SysState) -> Diagnosis {
+    let netdev = sys
+        .netdevs
+        .iter()
+        .find(|(n, state)| n != "lo" && state == "up")
+        .or_else(|| sys.netdevs.iter().find(|(n, _)| n != "lo"))
+        .map(|(n, _)| n.clone());
+    let soft = match netdev {
+        Some(n) => format!("; for a software test, `rdma link add rxe0 type rxe netdev {n}`"),
+        None => String::new(),
+    };
     d(
         "no RDMA device is visible to libibverbs",
-        "load the NIC's RDMA driver (e.g. `modprobe mlx5_ib`) and ib_uverbs; for a software test, `rdma link add rxe0 type rxe netdev eth0`",
+        format!("load the NIC's RDMA driver (e.g. `modprobe mlx5_ib`) and ib_uverbs{soft}"),
     )
+}
+
+/// Any failure of `pair` that has no more specific diagnosis.
+pub fn diagnose_pair(msg: &str) -> Diagnosis {
+    diagnose_cm(msg).unwrap_or_else(|| {
+        if msg.contains("--max-size") {
+            d(
+                "the client asked for a buffer larger than this server allows",
+                "use a smaller --size on the client, or a larger --max-size on the server",
+            )
+        } else if msg.contains("libcuda") || msg.contains("cu") && msg.contains("failed") {
+            d(
+                "the GPU buffer could not be set up",
+                "check `nvidia-smi`; run `peermem-probe check` on this host first",
+            )
+        } else {
+            d(
+                "the test between the hosts failed at this step",
+                "run `peermem-probe check` and `peermem-probe doctor` on both hosts, then rerun with --verbose",
+            )
+        }
+    })
 }
 
 /// Diagnoses a failed RDMA CM step from its message (the event names
 /// librdmacm reports, or a timeout).
 pub fn diagnose_cm(msg: &str) -> Option<Diagnosis> {
-    if msg.contains("REJECTED") {
+    // IB CM reject reason 28: consumer-defined, i.e. the server's own
+    // rdma_reject (pair's server refuses requests over its --max-size).
+    if msg.contains("REJECTED (status 28)") {
         Some(d(
-            "the peer refused the connection: nothing listens on that address and port",
-            "start `peermem-probe pair --listen` on the peer first, with the same --port",
+            "the server refused this request (pair's server refuses a --size over its --max-size)",
+            "read the server's output for its reason; use a smaller --size or start the server with a larger --max-size",
+        ))
+    } else if msg.contains("REJECTED") {
+        Some(d(
+            "the peer refused the connection: nothing listens on that address and port, or the server refused the requested --size (over its --max-size)",
+            "start `peermem-probe pair --listen` on the peer first, with the same --port; if it runs, its output says why it refused",
         ))
     } else if msg.contains("ADDR_ERROR")
         || msg.contains("ROUTE_ERROR")

@@ -14,6 +14,11 @@ pub enum Status {
     Fail,
     /// Could not be tested here (no CUDA, no GPU, no RDMA device, ...).
     Untested,
+    /// The mechanism does not exist on this host (e.g. no peer-memory
+    /// interface in the kernel): not a failure.
+    NotAvailable,
+    /// Left out on request (`--host-only`, `--only`).
+    Skipped,
     /// A fact, no verdict.
     Info,
 }
@@ -25,17 +30,31 @@ impl Status {
             Status::Warn => "WARN",
             Status::Fail => "FAIL",
             Status::Untested => "UNTESTED",
+            Status::NotAvailable => "N/A",
+            Status::Skipped => "SKIPPED",
             Status::Info => "info",
         }
     }
 }
 
-/// Process exit codes shared by every subcommand.
+/// Process exit codes shared by every subcommand (documented in
+/// userspace/README.md and `--help`).
+///
+/// 0: works; 1: does not work (the output says why and what to do);
+/// 2: usage error (bad arguments, from the argument parser only);
+/// 3: could not test (no CUDA, no GPU, no RDMA device, ...);
+/// 4: internal error of the tool.
 pub const EXIT_PASS: i32 = 0;
 pub const EXIT_FAIL: i32 = 1;
-pub const EXIT_UNTESTED: i32 = 2;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_UNTESTED: i32 = 3;
+pub const EXIT_INTERNAL: i32 = 4;
 
-/// 1 if anything failed, else 2 if something that mattered could not be
+/// Version of the JSON documents: bumped when a field changes meaning or
+/// is removed (adding fields keeps it).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// 1 if anything failed, else 3 if something that mattered could not be
 /// tested, else 0.
 pub fn exit_code<I: IntoIterator<Item = Status>>(statuses: I) -> i32 {
     let mut code = EXIT_PASS;
@@ -162,10 +181,11 @@ mod tests {
     #[test]
     fn exit_codes_follow_the_worst_row() {
         assert_eq!(exit_code([Status::Pass, Status::Info, Status::Warn]), 0);
-        assert_eq!(exit_code([Status::Pass, Status::Untested]), 2);
+        assert_eq!(exit_code([Status::Pass, Status::Untested]), 3);
         assert_eq!(exit_code([Status::Untested, Status::Fail, Status::Pass]), 1);
         assert_eq!(exit_code([]), 0);
-        assert_eq!(overall(2), Status::Untested);
+        assert_eq!(overall(3), Status::Untested);
+        assert_eq!(overall(4), Status::Untested);
     }
 
     #[test]

@@ -8,12 +8,13 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The modules doctor reports on, in display order.
-pub const MODULES_OF_INTEREST: [&str; 6] = [
+pub const MODULES_OF_INTEREST: [&str; 7] = [
     "peermem_rs",
     "nvidia_peermem",
     "nv_peer_mem",
     "nvidia",
     "ib_uverbs",
+    "rdma_ucm",
     "mlx5_ib",
 ];
 
@@ -67,12 +68,7 @@ pub struct Memlock {
     pub cap_ipc_lock: bool,
 }
 
-#[derive(Debug, Clone)]
-pub struct RdmaDev {
-    pub name: String,
-    /// None for software devices (rxe, siw).
-    pub pci: Option<PciDev>,
-}
+pub use crate::rdma::RdmaDev;
 
 #[derive(Debug, Clone)]
 pub struct SysState {
@@ -90,6 +86,14 @@ pub struct SysState {
     pub memlock: Option<Memlock>,
     pub gpus: Vec<PciDev>,
     pub rdma: Vec<RdmaDev>,
+    /// Modules installed for the running kernel (`modules.dep`), named
+    /// like loaded ones (`nvidia_peermem`).
+    pub installed: Vec<String>,
+    /// Network interfaces and their operstate (`up`, `down`, ...).
+    pub netdevs: Vec<(String, String)>,
+    /// Whether /sys/kernel/mm/memory_peers exists (created by the core
+    /// only on some cores).
+    pub memory_peers_dir: bool,
 }
 
 impl SysState {
@@ -113,7 +117,32 @@ impl SysState {
             config_rust: config_rust(root, &kernel),
             memlock: memlock(root),
             gpus: pci::nvidia_gpus(root),
-            rdma: rdma_devices(root),
+            rdma: crate::rdma::devices(root),
+            installed: parse_builtin(
+                &root
+                    .read(&format!("/lib/modules/{kernel}/modules.dep"))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.split(':').next())
+                    .map(|m| {
+                        m.trim_end_matches(".xz")
+                            .trim_end_matches(".zst")
+                            .trim_end_matches(".gz")
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            netdevs: root
+                .list("/sys/class/net")
+                .into_iter()
+                .map(|n| {
+                    let st = root
+                        .read_trim(&format!("/sys/class/net/{n}/operstate"))
+                        .unwrap_or_default();
+                    (n, st)
+                })
+                .collect(),
+            memory_peers_dir: root.exists("/sys/kernel/mm/memory_peers"),
             kernel,
         }
     }
@@ -125,6 +154,11 @@ impl SysState {
     /// Whether `name` is built into the kernel (so never in /proc/modules).
     pub fn is_builtin(&self, name: &str) -> bool {
         self.builtin.iter().any(|m| m == name)
+    }
+
+    /// Whether module `name` is installed for this kernel (loadable).
+    pub fn is_installed(&self, name: &str) -> bool {
+        self.installed.iter().any(|m| m == name)
     }
 
     /// Peer-client modules currently loaded.
@@ -314,21 +348,17 @@ fn memlock(root: &SysRoot) -> Option<Memlock> {
     })
 }
 
-pub fn rdma_devices(root: &SysRoot) -> Vec<RdmaDev> {
-    root.list("/sys/class/infiniband")
-        .into_iter()
-        .map(|name| {
-            let pci = root
-                .resolve(&format!("/sys/class/infiniband/{name}/device"))
-                .and_then(|p| PciDev::load_at(root, &p));
-            RdmaDev { name, pci }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn installed_modules_from_modules_dep() {
+        let s = SysState::gather(&crate::fixture("peermem-loaded"));
+        assert!(s.is_installed("nvidia_peermem"), "{:?}", s.installed);
+        assert!(!s.is_installed("peermem_rs"));
+        assert!(!s.memory_peers_dir);
+    }
 
     #[test]
     fn builtin_modules_are_named_like_loaded_ones() {

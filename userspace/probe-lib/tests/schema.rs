@@ -4,11 +4,12 @@
 
 use peermem_probe::bench::{BenchReport, BwRow, RegRow};
 use peermem_probe::check::{CheckReport, CudaSummary, DeviceSummary, PathResult};
-use peermem_probe::cuda::Gpu;
+use peermem_probe::cuda::{Allocation, Gpu};
 use peermem_probe::loopback::{parse_gid, PortChoice};
 use peermem_probe::pair::{PairReport, PairRow};
 use peermem_probe::report::Status;
 use peermem_probe::root::SysRoot;
+use peermem_probe::verdict::Mechanism;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -56,32 +57,51 @@ fn golden(name: &str, v: &Value) {
     );
 }
 
-fn row(status: Status) -> PathResult {
-    PathResult {
-        rdma_device: "mlx5_0".into(),
-        gpu: Some(0),
-        path: "host->gpu".into(),
-        registration: "ibv_reg_mr".into(),
-        status,
-        bytes: 65536,
-        verified_bytes: 65536,
-        micros: Some(12),
-        failed_step: None,
-        error: None,
-        errno: None,
-        cause: None,
-        remedy: None,
+/// Absent values are null, never a placeholder string.
+fn no_placeholders(v: &Value, at: &str) {
+    match v {
+        Value::String(s) => assert!(
+            s != "-" && s != "?" && !s.is_empty(),
+            "{at}: placeholder string {s:?} (use null)"
+        ),
+        Value::Object(m) => m
+            .iter()
+            .for_each(|(k, x)| no_placeholders(x, &format!("{at}.{k}"))),
+        Value::Array(a) => a
+            .iter()
+            .for_each(|x| no_placeholders(x, &format!("{at}[]"))),
+        _ => {}
     }
+}
+
+fn versioned(v: &Value) {
+    assert_eq!(v["schema_version"], peermem_probe::report::SCHEMA_VERSION);
+}
+
+fn row(status: Status, mech: Mechanism) -> PathResult {
+    let mut r = PathResult::new(Some("mlx5_0"), Some(0), mech, 65536)
+        .path("host->gpu")
+        .alloc(Some(Allocation::CuMemCreate));
+    r.status = status;
+    r.verified_bytes = 65536;
+    r.micros = Some(12);
+    r
 }
 
 #[test]
 fn check_report_fields() {
     let gid = "0000:0000:0000:0000:0000:ffff:c000:0201";
-    let r = CheckReport {
+    let mut failed = row(Status::Fail, Mechanism::PeerMemory);
+    failed.wc_status = Some("IBV_WC_REM_ACCESS_ERR (remote access error)".into());
+    failed.vendor_err = Some(0x88);
+    let mut r = CheckReport {
+        schema_version: peermem_probe::report::SCHEMA_VERSION,
         command: "check",
         version: "0",
         status: Status::Pass,
         exit_code: 0,
+        verdict: peermem_probe::verdict::overall(&[], false),
+        mechanisms: vec![],
         host_only: false,
         size: 65536,
         cuda: CudaSummary {
@@ -94,6 +114,10 @@ fn check_report_fields() {
             name: "GPU".into(),
             pci_bus_id: "0000:03:00.0".into(),
             dma_buf_supported: true,
+            gpu_direct_rdma_supported: Some(true),
+            gpu_direct_rdma_with_vmm: Some(true),
+            flush_writes_options: Some(vec!["host"]),
+            writes_ordering: Some("owner"),
         }],
         rdma_devices: vec![DeviceSummary {
             name: "mlx5_0".into(),
@@ -107,37 +131,71 @@ fn check_report_fields() {
                 mtu: 3,
                 max_msg: 1 << 30,
             }),
+            dma_buf_mr_supported: Some(true),
             error: None,
         }],
-        results: vec![row(Status::Pass), row(Status::Fail)],
+        results: vec![
+            row(Status::Pass, Mechanism::Host),
+            failed,
+            row(Status::Pass, Mechanism::DmaBuf),
+        ],
     };
+    peermem_probe::check::finish(&mut r);
     let v = serde_json::to_value(&r).unwrap();
     assert_eq!(v["results"][1]["status"], "fail");
+    assert_eq!(v["results"][1]["mechanism"], "peer_memory");
+    assert_eq!(v["results"][1]["allocation"], "cu_mem_create");
+    assert_eq!(v["verdict"]["via"][0], "dma_buf");
+    assert_eq!(v["verdict"]["works"], true);
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["mechanisms"][1]["verdict"], "fails");
+    versioned(&v);
     golden("check", &v);
 }
 
 #[test]
 fn doctor_report_fields() {
+    for tree in [
+        "switch",
+        "sockets",
+        "dmabuf-only",
+        "peermem-loaded",
+        "port-down",
+        "geforce",
+    ] {
+        let root = SysRoot::at(format!(
+            "{}/tests/fixtures/{tree}",
+            env!("CARGO_MANIFEST_DIR")
+        ));
+        let v = serde_json::to_value(peermem_probe::doctor::run(&root)).unwrap();
+        versioned(&v);
+        no_placeholders(&v, tree);
+    }
     let root = SysRoot::at(format!(
         "{}/tests/fixtures/switch",
         env!("CARGO_MANIFEST_DIR")
     ));
     let v = serde_json::to_value(peermem_probe::doctor::run(&root)).unwrap();
     assert_eq!(v["pairs"][0]["topology"]["verdict"], "same_switch");
+    assert_eq!(v["nccl"][0]["path_type"], "PIX");
+    assert_eq!(v["rdma_devices"][0]["ports"][0]["state"], "ACTIVE");
     golden("doctor", &v);
 }
 
 #[test]
 fn bench_report_fields() {
     let r = BenchReport {
+        schema_version: peermem_probe::report::SCHEMA_VERSION,
         command: "bench",
         version: "0",
         status: Status::Pass,
         exit_code: 0,
         rdma_device: Some("rxe0".into()),
         gpu: None,
+        gpu_allocation: Some(Allocation::CuMemAlloc),
         registration: vec![RegRow {
             memory: "host",
+            registration: "ibv_reg_mr",
             size: 4096,
             status: Status::Pass,
             iterations: 10,
@@ -150,20 +208,28 @@ fn bench_report_fields() {
             remedy: None,
         }],
         bandwidth: vec![BwRow {
-            path: "host->host",
+            path: "gpu->gpu",
+            op: "read",
             size: 1 << 20,
+            qps: 2,
             status: Status::Pass,
             iterations: 10,
             gbit_per_s: Some(1.5),
+            mb_per_s: Some(187.5),
+            msg_rate_mpps: Some(0.01),
+            gpu_vs_host: Some(0.9),
             error: None,
         }],
     };
-    golden("bench", &serde_json::to_value(&r).unwrap());
+    let v = serde_json::to_value(&r).unwrap();
+    versioned(&v);
+    golden("bench", &v);
 }
 
 #[test]
 fn pair_report_fields() {
     let r = PairReport {
+        schema_version: peermem_probe::report::SCHEMA_VERSION,
         command: "pair",
         version: "0",
         role: "client",
@@ -179,10 +245,13 @@ fn pair_report_fields() {
             bytes: 1 << 20,
             verified_bytes: 1 << 20,
             micros: Some(100),
+            gbit_per_s: Some(83.9),
             error: None,
             cause: None,
             remedy: None,
         }],
     };
-    golden("pair", &serde_json::to_value(&r).unwrap());
+    let v = serde_json::to_value(&r).unwrap();
+    versioned(&v);
+    golden("pair", &v);
 }

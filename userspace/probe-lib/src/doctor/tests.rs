@@ -100,11 +100,29 @@ fn sockets_host_bridges_and_software_devices() {
     );
     let rxe = r.pairs.iter().find(|p| p.rdma_device == "rxe0").unwrap();
     assert!(rxe.nic.is_none() && rxe.topology.is_none());
-    // nv_peer_mem is loaded but registered nothing: a stub.
+    // nv_peer_mem is loaded and this core keeps no memory_peers sysfs: its
+    // registration cannot be seen, which is no failure.
     let c = find(&r, "peer-memory clients");
-    assert_eq!(c.status, Status::Fail);
+    assert_eq!(c.status, Status::Info);
     assert!(c.value.contains("nv_peer_mem"));
-    assert_eq!(r.exit_code, 1);
+    // NCCL: SYS to the far NIC, NODE to the near one, nothing for rxe0.
+    let far = find(&r, "GPU 0000:01:00.0 x mlx5_0");
+    assert_eq!(
+        (far.status, far.value.as_str()),
+        (Status::Warn, "SYS: no GPUDirect RDMA by default")
+    );
+    assert!(far
+        .remedy
+        .as_deref()
+        .unwrap()
+        .contains("NCCL_NET_GDR_LEVEL=SYS"));
+    let near = find(&r, "GPU 0000:01:00.0 x mlx5_1");
+    assert!(near
+        .remedy
+        .as_deref()
+        .unwrap()
+        .contains("NCCL_NET_GDR_LEVEL=PHB"));
+    assert_eq!(find(&r, "GPU 0000:01:00.0 x rxe0").status, Status::Info);
 }
 
 #[test]
@@ -168,7 +186,8 @@ fn conflicts_and_weak_settings_are_reported() {
         .unwrap()
         .contains("rmmod nvidia_peermem"));
     assert_eq!(find(&r, "NVIDIA driver").status, Status::Warn);
-    assert_eq!(find(&r, "CONFIG_RUST").status, Status::Warn);
+    // No CONFIG_RUST only matters for peermem_rs: a fact, not a warning.
+    assert_eq!(find(&r, "CONFIG_RUST").status, Status::Info);
     assert_eq!(find(&r, "IOMMU").status, Status::Warn);
     assert_eq!(r.exit_code, 1);
     assert_eq!(r.status, Status::Fail);
@@ -181,6 +200,94 @@ fn no_gpu_no_device_means_untested() {
     let r = run(&SysRoot::at(&dir));
     assert_eq!(find(&r, "GPU").status, Status::Untested);
     assert_eq!(find(&r, "RDMA device").status, Status::Untested);
-    assert_eq!(r.exit_code, 2);
+    assert_eq!(r.exit_code, crate::report::EXIT_UNTESTED);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn dmabuf_only_kernel_is_not_a_failure() {
+    let r = run(&fixture("dmabuf-only"));
+    let c = find(&r, "peer-memory clients");
+    assert_eq!(c.status, Status::Info, "{c:?}");
+    assert!(c.value.contains("no peer-memory interface"));
+    assert_eq!(find(&r, "mlx5_0 port 1").status, Status::Pass);
+    assert_eq!(find(&r, "rdma_cm").status, Status::Pass);
+    assert!(find(&r, "NCCL >= 2.23.4")
+        .value
+        .contains("no peer-memory client"));
+    assert_eq!(
+        r.exit_code,
+        0,
+        "{:#?}",
+        r.items
+            .iter()
+            .filter(|i| i.status != Status::Pass && i.status != Status::Info)
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn nvidia_peermem_on_a_core_without_sysfs_is_seen_by_new_libraries() {
+    let r = run(&fixture("peermem-loaded"));
+    let c = find(&r, "peer-memory clients");
+    assert_eq!(
+        (c.status, c.value.as_str()),
+        (Status::Info, "nvidia_peermem loaded")
+    );
+    assert_eq!(find(&r, "NCCL >= 2.23.4").status, Status::Pass);
+    let old = find(&r, "NCCL <= 2.22");
+    assert_eq!(old.status, Status::Warn);
+    assert!(old
+        .detail
+        .as_deref()
+        .unwrap()
+        .contains("memory_peers/nv_mem/version"));
+    assert_eq!(find(&r, "UCX >= 1.18").status, Status::Pass);
+    assert_eq!(find(&r, "NVSHMEM all").status, Status::Pass);
+    let ib = find(&r, "mlx5_0 port 1");
+    assert_eq!(ib.status, Status::Pass);
+    assert!(ib.detail.as_deref().unwrap().contains("SM LID 1"), "{ib:?}");
+    assert_eq!(
+        find(&r, "GPU 0000:03:00.0 x mlx5_0").value,
+        "PIX: GPUDirect RDMA by default"
+    );
+    assert_eq!(r.exit_code, 0, "{:#?}", r.items);
+}
+
+#[test]
+fn a_port_down_fails_with_the_real_netdev() {
+    let r = run(&fixture("port-down"));
+    let p = find(&r, "mlx5_0 port 1");
+    assert_eq!(
+        (p.status, p.value.as_str()),
+        (
+            Status::Fail,
+            "DOWN, Disabled, Ethernet, 100 Gb/sec (2X HDR)"
+        )
+    );
+    assert!(
+        p.remedy
+            .as_deref()
+            .unwrap()
+            .contains("ip link set ens1f0np0 up"),
+        "{p:?}"
+    );
+    assert_eq!(r.exit_code, 1);
+}
+
+#[test]
+fn geforce_is_flagged() {
+    let r = run(&fixture("geforce"));
+    let g = find(&r, "GPU 0000:01:00.0");
+    assert_eq!(
+        (g.status, g.value.as_str()),
+        (Status::Warn, "NVIDIA GeForce RTX 4090")
+    );
+    assert!(g
+        .detail
+        .as_deref()
+        .unwrap()
+        .contains("GPU_DIRECT_RDMA_SUPPORTED = 0"));
+    assert_eq!(find(&r, "GPU 0000:01:00.0 BAR1").status, Status::Warn);
+    assert!(r.gpus[0].geforce);
 }

@@ -124,3 +124,68 @@ fn cm_failures() {
         .contains("4791"));
     assert!(diagnose_cm("something else").is_none());
 }
+
+#[test]
+fn nvidia_peermem_is_named_first_where_installed_and_no_rust_advice_without_config_rust() {
+    let s = state("peermem-loaded");
+    assert_eq!(s.config_rust.as_ref().map(|(on, _)| *on), Some(false));
+    let r = load_client(&s);
+    assert!(
+        r.starts_with("load NVIDIA's client, installed with the driver: `modprobe nvidia-peermem`"),
+        "{r}"
+    );
+    assert!(!r.contains("peermem_rs"), "{r}");
+    // Not installed, no CONFIG_RUST: still no Rust module.
+    let mut s = state("peermem-loaded");
+    s.installed.clear();
+    let r = load_client(&s);
+    assert!(
+        r.contains("modprobe nvidia-peermem") && r.contains("cannot run here"),
+        "{r}"
+    );
+    assert!(!r.contains("modprobe peermem_rs"), "{r}");
+    let d = diagnose(Step::RegGpu, libc::EINVAL, &ctx(&s, 1 << 20, None));
+    assert!(!d.remedy.contains("peermem_rs"), "{d:?}");
+}
+
+#[test]
+fn remedies_name_real_devices() {
+    let mut s = state("port-down");
+    let d = port_down(&s, "mlx5_0");
+    assert!(d.remedy.contains("ip link set ens1f0np0 up"), "{d:?}");
+    s.netdevs = vec![
+        ("lo".into(), "unknown".into()),
+        ("enp65s0f0".into(), "up".into()),
+    ];
+    let d = no_rdma_device(&s);
+    assert!(d.remedy.contains("netdev enp65s0f0"), "{d:?}");
+    assert!(!d.remedy.contains("eth0"), "{d:?}");
+    s.netdevs.clear();
+    assert!(!no_rdma_device(&s).remedy.contains("rdma link add"));
+}
+
+#[test]
+fn completion_statuses_are_decoded() {
+    assert_eq!(
+        wc_status_name(10),
+        "IBV_WC_REM_ACCESS_ERR (remote access error)"
+    );
+    assert_eq!(
+        wc_status_name(5),
+        "IBV_WC_WR_FLUSH_ERR (work request flushed error)"
+    );
+    assert_eq!(wc_status_name(99), "unknown completion status 99");
+    assert!(diagnose_wc(21, false).cause.contains("IBV_WC_GENERAL_ERR"));
+    assert!(diagnose_timeout(true).cause.starts_with("timeout"));
+}
+
+#[test]
+fn a_refused_pair_request_is_told_apart_from_no_listener() {
+    let r =
+        diagnose_pair("expected RDMA_CM_EVENT_ESTABLISHED, got RDMA_CM_EVENT_REJECTED (status 28)");
+    assert!(r.cause.contains("--max-size"), "{r:?}");
+    let n =
+        diagnose_pair("expected RDMA_CM_EVENT_ESTABLISHED, got RDMA_CM_EVENT_REJECTED (status 8)");
+    assert!(n.cause.contains("nothing listens"), "{n:?}");
+    assert!(!diagnose_pair("something else").remedy.is_empty());
+}

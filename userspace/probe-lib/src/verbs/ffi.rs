@@ -282,6 +282,7 @@ pub const ACCESS_REMOTE_WRITE: c_int = 2;
 pub const ACCESS_REMOTE_READ: c_int = 4;
 pub const WR_RDMA_WRITE: u32 = 0;
 pub const WR_SEND: u32 = 2;
+pub const WR_RDMA_READ: u32 = 4;
 pub const SEND_SIGNALED: u32 = 2;
 pub const LINK_LAYER_INFINIBAND: u8 = 1;
 pub const LINK_LAYER_ETHERNET: u8 = 2;
@@ -334,6 +335,7 @@ pub struct RdmaCm {
     pub connect: unsafe extern "C" fn(Ptr, *mut ConnParam) -> c_int,
     pub accept: unsafe extern "C" fn(Ptr, *mut ConnParam) -> c_int,
     pub disconnect: unsafe extern "C" fn(Ptr) -> c_int,
+    pub reject: unsafe extern "C" fn(Ptr, *const c_void, u8) -> c_int,
     pub get_cm_event: unsafe extern "C" fn(*mut c_int, *mut *mut CmEvent) -> c_int,
     pub ack_cm_event: unsafe extern "C" fn(*mut CmEvent) -> c_int,
     pub event_str: unsafe extern "C" fn(u32) -> *const c_char,
@@ -352,17 +354,23 @@ unsafe fn sym<T: Copy>(lib: &Library, name: &str) -> Result<T, String> {
         .map_err(|e| format!("{name}: {e}"))
 }
 
+/// Opens the first of `names` that loads. On failure the error is the
+/// first name's (the real soname: its error says what is wrong, e.g. a
+/// missing dependency), not the last fallback's "not found".
 fn open_lib(names: &[&str]) -> Result<Library, String> {
-    let mut last = String::new();
+    let mut first: Option<String> = None;
     for n in names {
         // SAFETY: loading rdma-core's libraries runs only their (and their
         // providers') constructors, which have no preconditions.
         match unsafe { Library::new(n) } {
             Ok(l) => return Ok(l),
-            Err(e) => last = e.to_string(),
+            Err(e) => {
+                crate::trace!("dlopen {n}: {e}");
+                first.get_or_insert_with(|| e.to_string());
+            }
         }
     }
-    Err(last)
+    Err(first.unwrap_or_else(|| "no library name to load".into()))
 }
 
 impl Verbs {
@@ -421,6 +429,7 @@ impl RdmaCm {
                 connect: sym(&lib, "rdma_connect")?,
                 accept: sym(&lib, "rdma_accept")?,
                 disconnect: sym(&lib, "rdma_disconnect")?,
+                reject: sym(&lib, "rdma_reject")?,
                 get_cm_event: sym(&lib, "rdma_get_cm_event")?,
                 ack_cm_event: sym(&lib, "rdma_ack_cm_event")?,
                 event_str: sym(&lib, "rdma_event_str")?,
@@ -439,6 +448,15 @@ impl RdmaCm {
 mod tests {
     use super::*;
     use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn the_first_load_error_is_reported() {
+        let Err(e) = open_lib(&["libpmprobe-first-missing.so.1", "libpmprobe-second.so"]) else {
+            panic!("neither library exists");
+        };
+        assert!(e.contains("libpmprobe-first-missing.so.1"), "{e}");
+        assert!(!e.contains("libpmprobe-second"), "{e}");
+    }
 
     /// Sizes and offsets of rdma-core's x86_64 ABI (checked against the
     /// C headers): a change here breaks every call.

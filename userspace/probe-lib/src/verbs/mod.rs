@@ -367,6 +367,36 @@ impl Pd {
     }
 }
 
+impl Pd {
+    /// Whether the device takes dma-buf MRs, probed as NCCL does: register
+    /// a zero-length range of fd -1; a device and kernel with dma-buf MR
+    /// support reject the fd (EBADF), others the call (EOPNOTSUPP /
+    /// EPROTONOSUPPORT; a libibverbs without the symbol: no support).
+    pub fn dmabuf_mr_supported(self: &Rc<Self>) -> bool {
+        let Ok(v) = Verbs::get() else { return false };
+        let Some(f) = v.reg_dmabuf_mr else {
+            return false;
+        };
+        // SAFETY: fd -1 is rejected by the kernel before anything is mapped;
+        // a non-NULL result (never expected) is a valid MR we deregister.
+        let mr = unsafe { f(self.ptr, 0, 0, 0, -1, 0) };
+        if !mr.is_null() {
+            // SAFETY: just registered above, deregistered once.
+            unsafe { (v.dereg_mr)(mr) };
+            return true;
+        }
+        !dmabuf_unsupported_errno(last_errno())
+    }
+}
+
+/// The errnos by which a device or kernel says "no dma-buf MRs".
+pub fn dmabuf_unsupported_errno(e: i32) -> bool {
+    matches!(
+        e,
+        libc::EOPNOTSUPP | libc::EPROTONOSUPPORT | libc::ENOSYS | 524
+    )
+}
+
 /// A memory region.
 pub struct Mr {
     ptr: *mut ffi::Mr,
@@ -434,6 +464,8 @@ impl Drop for Cq {
 pub struct WcError {
     pub status: u32,
     pub wr_id: u64,
+    /// The provider's own code for the error (`ibv_wc.vendor_err`).
+    pub vendor_err: u32,
 }
 
 /// Why polling ended without a good completion.
@@ -475,6 +507,7 @@ impl Cq {
                     return Err(PollError::Wc(WcError {
                         status: w.status,
                         wr_id: w.wr_id,
+                        vendor_err: w.vendor_err,
                     }));
                 }
                 done.push(w.wr_id);

@@ -1,0 +1,243 @@
+//! The binary itself: exit codes, rendering and JSON over the sysfs
+//! fixtures, usage errors, and a closed stdout.
+
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_peermem-probe");
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/../probe-lib/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("run peermem-probe")
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn doctor(tree: &str) -> Output {
+    run(&["doctor", "--sysroot", &fixture(tree)])
+}
+
+#[test]
+fn doctor_exit_codes_follow_the_host() {
+    for (tree, code) in [
+        ("dmabuf-only", 0),
+        ("peermem-loaded", 0),
+        ("switch", 0),
+        ("port-down", 1),
+        ("switch-acs", 1),
+    ] {
+        let o = doctor(tree);
+        assert_eq!(o.status.code(), Some(code), "{tree}:\n{}", text(&o));
+        assert!(
+            o.stderr.is_empty(),
+            "{tree}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let empty = std::env::temp_dir().join(format!("pmprobe-cli-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = run(&["doctor", "--sysroot", empty.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "nothing to assess: could not test"
+    );
+    std::fs::remove_dir_all(&empty).unwrap();
+}
+
+#[test]
+fn usage_errors_and_only_those_exit_2() {
+    for args in [
+        &["check", "--size", "0"][..],
+        &["check", "--size", "65G"],
+        &["check", "--bogus"],
+        &["pair"],
+        &["pair", "--connect", "x", "--dmabuf"],
+        &["bench", "--qps", "0"],
+        &["doctor", "--sysroot", "/nonexistent/pmprobe"],
+    ] {
+        let o = run(args);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert_eq!(run(&["--version"]).status.code(), Some(0));
+}
+
+#[test]
+fn doctor_text_names_things_and_shows_the_matrix() {
+    let t = text(&doctor("sockets"));
+    assert!(
+        t.contains("NCCL's GPUDirect RDMA decision (NCCL_NET_GDR_LEVEL default PXB):"),
+        "{t}"
+    );
+    let m: Vec<&str> = t
+        .lines()
+        .skip_while(|l| !l.starts_with("GPU \\ NIC"))
+        .collect();
+    assert!(
+        m[0].contains("mlx5_0") && m[0].contains("mlx5_1") && m[0].contains("rxe0"),
+        "{m:?}"
+    );
+    assert!(
+        m[1].starts_with("0000:01:00.0")
+            && m[1].contains("SYS no GDR")
+            && m[1].contains("NODE no GDR")
+            && m[1].contains("soft (no GDR)"),
+        "{m:?}"
+    );
+    let t = text(&doctor("port-down"));
+    assert!(
+        t.lines().any(|l| l.starts_with("rdma")
+            && l.contains("mlx5_0 port 1")
+            && l.contains("FAIL")
+            && l.contains("DOWN, Disabled, Ethernet")),
+        "{t}"
+    );
+    assert!(t.contains("ip link set ens1f0np0 up"), "{t}");
+    assert!(!t.contains("eth0"), "no invented netdev names:\n{t}");
+    let t = text(&doctor("peermem-loaded"));
+    assert!(
+        t.contains("modprobe") || t.contains("nvidia_peermem loaded"),
+        "{t}"
+    );
+    assert!(
+        !t.contains("modprobe peermem_rs"),
+        "no Rust module advice without CONFIG_RUST:\n{t}"
+    );
+}
+
+#[test]
+fn doctor_json_is_versioned_and_typed() {
+    let o = run(&["--json", "doctor", "--sysroot", &fixture("peermem-loaded")]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
+    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(v["rdma_devices"][0]["ports"][0]["link_layer"], "InfiniBand");
+    assert_eq!(v["rdma_devices"][0]["ports"][0]["sm_lid"], 1);
+    assert_eq!(v["nccl"][0]["path_type"], "PIX");
+    assert_eq!(v["nccl"][0]["gdr_by_default"], true);
+    assert_eq!(v["nccl"][0]["gdr_level_to_enable"], serde_json::Value::Null);
+    let found: Vec<bool> = v["detection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| !d["found"].is_null())
+        .collect();
+    assert_eq!(found, [true, false, true, false, true]);
+}
+
+#[test]
+fn verbose_traces_on_stderr_only() {
+    let o = run(&["--verbose", "check", "--host-only", "--timeout", "1"]);
+    // No RDMA device (or no libibverbs) in a build environment: could not test.
+    if o.status.code() == Some(3) {
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            e.lines()
+                .all(|l| l.starts_with('[') || l.starts_with("peermem-probe")),
+            "{e}"
+        );
+        assert!(
+            text(&o).starts_with("peermem-probe check: could not test"),
+            "{}",
+            text(&o)
+        );
+    }
+}
+
+#[test]
+fn check_without_rdma_devices_could_not_test() {
+    let o = run(&["--json", "check", "--host-only"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["schema_version"], 2);
+    if v["rdma_devices"].as_array().unwrap().is_empty() {
+        assert_eq!(o.status.code(), Some(3), "{v}");
+        assert_eq!(v["verdict"]["works"], false);
+        assert!(
+            v["results"][0]["rdma_device"].is_null(),
+            "null, not \"-\": {v}"
+        );
+        assert_eq!(v["results"][0]["status"], "untested");
+    }
+}
+
+/// A pipe whose reader is already gone.
+fn dead_pipe() -> std::os::fd::OwnedFd {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe() fills two descriptors.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: closing our own read end.
+    unsafe { libc::close(fds[0]) };
+    use std::os::fd::FromRawFd;
+    // SAFETY: the write end is ours and handed over once.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) }
+}
+
+#[test]
+fn a_closed_stderr_changes_nothing() {
+    let o = Command::new(BIN)
+        .args(["--verbose", "doctor", "--sysroot", "/nonexistent/pmprobe"])
+        .stderr(Stdio::from(dead_pipe()))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "the usage error's code, not a panic's"
+    );
+    let o = Command::new(BIN)
+        .args(["--verbose", "check", "--host-only"])
+        .stderr(Stdio::from(dead_pipe()))
+        .output()
+        .unwrap();
+    assert_ne!(
+        o.status.code(),
+        Some(4),
+        "no internal error from a trace line"
+    );
+}
+
+#[test]
+fn a_closed_stdout_is_quiet() {
+    // A pipe whose reader is gone before the tool writes: EPIPE.
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe() fills two descriptors.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: closing our own read end.
+    unsafe { libc::close(fds[0]) };
+    use std::os::fd::FromRawFd;
+    // SAFETY: the write end is ours and handed over once.
+    let w = unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) };
+    let o = Command::new(BIN)
+        .args(["doctor", "--sysroot", &fixture("port-down")])
+        .stdout(Stdio::from(w))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        o.stderr.is_empty(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "the verdict's exit code, not an error's"
+    );
+}
