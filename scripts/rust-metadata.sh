@@ -74,7 +74,8 @@ pkgver=''
 if [ -n "$hdrpkg" ]; then pkgver=$(dpkg-query -W -f '${Version}' "$hdrpkg" 2>/dev/null || true); fi
 
 # What the build needs.  The exact rust-src matters: core is rebuilt from it.
-need="linux-source-$series${pkgver:+=$pkgver} rust-src${pkgver:+} bindgen libclang-dev make flex bison bc libelf-dev libssl-dev pahole python3 ${CC:-gcc}"
+ccpkg=$(echo "${CC:-gcc}" | sed -E 's/^([a-z0-9_]+-)*(gcc(-[0-9]+)?)$/\2/')
+need="linux-source-$series${pkgver:+=$pkgver} rust-src bindgen libclang-dev make flex bison bc libelf-dev libssl-dev pahole python3 $ccpkg"
 missing=
 for p in $need; do
   name=${p%%=*}

@@ -25,17 +25,22 @@ if [ ! -f "$deb" ]; then
   A=/tmp/apt-arm64; mkdir -p "$ROOT$A/lists/partial" "$ROOT$A/archives/partial" "$CACHE/arm64"
   grep -E '^deb ' "$ROOT/etc/apt/sources.list" | sed 's/^deb /deb [arch=arm64] /' > "$ROOT$A/sources.list"
   : > "$ROOT$A/status"
-  opts="-o Dir::State=$A -o Dir::State::Lists=$A/lists -o Dir::Cache=$A -o Dir::Cache::Archives=$A/archives"
-  opts="$opts -o Dir::State::status=$A/status -o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=/nonexistent"
-  opts="$opts -o APT::Architecture=arm64 -o APT::Architectures=arm64 -o Debug::NoLocking=1 -o APT::Sandbox::User=root"
-  in_root apt-get $opts -q update > /dev/null || die "apt-get update for arm64 failed"
-  in_root sh -c "cd $A && apt-get $opts -q download linux-headers-$K:arm64=$pkgver" > /dev/null ||
+  opts=(-o "Dir::State=$A" -o "Dir::State::Lists=$A/lists" -o "Dir::Cache=$A" -o "Dir::Cache::Archives=$A/archives"
+        -o "Dir::State::status=$A/status" -o "Dir::Etc::SourceList=$A/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+        -o APT::Architecture=arm64 -o APT::Architectures=arm64 -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+  in_root apt-get "${opts[@]}" -q update > /dev/null || die "apt-get update for arm64 failed"
+  # shellcheck disable=SC2016 # expanded by that sh
+  in_root sh -c 'cd "$1" && shift && exec apt-get "$@"' sh "$A" "${opts[@]}" -q download "linux-headers-$K:arm64=$pkgver" > /dev/null ||
     die "linux-headers-$K:arm64=$pkgver is not in the archive"
-  mv "$ROOT$A"/linux-headers-"$K"_*_arm64.deb "$deb"; rm -rf "${ROOT:?}$A"
+  mv "$ROOT$A/linux-headers-${K}_"*_arm64.deb "$deb"; rm -rf "${ROOT:?}$A"
 fi
-H=$B/headers; rm -rf "$ROOT$H"; mkdir -p "$ROOT$H"
+# Laid out where Debian puts it (its links reach linux-headers-*-common, which
+# the amd64 headers already brought, and linux-kbuild: the amd64 host tools).
+HK=/usr/src/linux-headers-$K
+H=$B/headers; rm -rf "$ROOT$H" "$ROOT$HK"; mkdir -p "$ROOT$H"
+trap 'rm -rf "${ROOT:?}$H" "${ROOT:?}$HK"' EXIT
 dpkg-deb -x "$deb" "$ROOT$H"
-HK=$H/usr/src/linux-headers-$K
+mv "$ROOT$H$HK" "$ROOT$HK"
 want=$(sed -nE 's/^CONFIG_RUSTC_VERSION_TEXT="(.*)"/\1/p' "$ROOT$HK/.config")
 grep -q '^CONFIG_RUST=y' "$ROOT$HK/.config" || { bad "$K has CONFIG_RUST off: no Rust module can be built for it"; exit 1; }
 [ "$want" = "$(in_root rustc --version)" ] || { bad "$K was built with '$want', the chroot has another rustc"; exit 1; }
@@ -45,13 +50,14 @@ ok "$K: Debian's arm64 kernel has CONFIG_RUST=y, built with the chroot's $want"
 cc=$(sed -nE 's/^CONFIG_CC_VERSION_TEXT="([^ ]+) .*/\1/p' "$ROOT$HK/.config")
 key=$(echo "$K $pkgver $want $cc $(in_root "$cc" --version | head -1)" | sha256sum | cut -c1-12)
 tarball=$CACHE/arm64/kernel-$K-$key.tar.zst
-MK="nice make -C /build/linux-source-$series O=$O -j$(nproc) ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- CC=$cc HOSTCC=x86_64-linux-gnu-gcc-14 KERNELRELEASE=$K"
+MK=(nice make -C "/build/linux-source-$series" O="$O" -j"$(nproc)" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- CC="$cc"
+    HOSTCC=x86_64-linux-gnu-gcc-14 KERNELRELEASE="$K")
 if [ ! -f "$tarball" ]; then
   log "$K: preparing the arm64 tree (modules_prepare, cross)"
   [ -d "$ROOT/build/linux-source-$series" ] || in_root nice tar -C /build -xf "/usr/src/linux-source-$series.tar.xz"
   rm -rf "$ROOT$O"; mkdir -p "$ROOT$O"; cp "$ROOT$HK/.config" "$ROOT$O/.config"
-  in_root $MK olddefconfig > /dev/null
-  in_root $MK modules_prepare > "$CACHE/arm64/modules_prepare-$K.log" 2>&1 ||
+  in_root "${MK[@]}" olddefconfig > /dev/null
+  in_root "${MK[@]}" modules_prepare > "$CACHE/arm64/modules_prepare-$K.log" 2>&1 ||
     { tail -30 "$CACHE/arm64/modules_prepare-$K.log"; bad "$K: modules_prepare (cross) failed"; exit 1; }
   cp "$ROOT$HK/Module.symvers" "$ROOT$O/Module.symvers"
   tar -C "$ROOT" --zstd -cf "$tarball.tmp" --exclude='*.o' --exclude='.*.cmd' --exclude=source "${O#/}" && mv "$tarball.tmp" "$tarball"
@@ -67,11 +73,13 @@ else
   bad "$K: the rebuilt arm64 Rust crates export other symbols than Debian's kernel"; comm -3 <(echo "$ours") <(echo "$debian") | head -5
 fi
 
-# 3. The module.
+for f in "$ROOT$O"/rust/*.rmeta "$ROOT$O"/rust/*.so; do install -D -m 644 "$f" "$ROOT$HK/rust/${f##*/}"; done
+
+# 3. The module, built against Debian's arm64 headers + that metadata.
 mkdir -p "$ROOT$SRC"
 rsync -a --delete --exclude=.git --exclude=/build --exclude=target --exclude=/userspace --exclude=/tests \
   --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' "$TOP/" "$ROOT$SRC/"
-if in_root sh -c "make -C $O M=$SRC ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- CC=$cc PEERMEM_NAME=nvidia_peermem modules" \
+if in_root sh -c "make -C $HK M=$SRC ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- CC=$cc PEERMEM_NAME=nvidia_peermem modules" \
      > "$ROOT$SRC/build.log" 2>&1 && ! grep -qE '^(warning|error)|: warning:' "$ROOT$SRC/build.log"; then
   ok "$K: nvidia_peermem.ko cross-built, no warnings"
 else
@@ -82,8 +90,9 @@ m=$(in_root readelf -h "$ko" | awk -F: '/Machine/ {gsub(/^ +/, "", $2); print $2
 if [ "$m" = AArch64 ]; then ok "$K: the module is an $m object"; else bad "$K: the module is a '$m' object, not AArch64"; fi
 vm=$(in_root modinfo -F vermagic "$ko")
 case $vm in "$K "*) ok "$K: vermagic '$vm'";; *) bad "$K: vermagic '$vm' is not the kernel's";; esac
-missing=$(comm -23 <(in_root aarch64-linux-gnu-nm -u "$ko" | awk '{print $2}' | sort -u) <(awk '{print $2}' "$ROOT$HK/Module.symvers" | sort -u))
-if [ -z "$missing" ]; then ok "$K: every symbol the module imports is exported by Debian's arm64 kernel"
+# Strong imports only: the providers' symbols (NVIDIA P2P, peer-memory core)
+# are weak references, resolved at load time from OFED and the NVIDIA driver.
+missing=$(comm -23 <(in_root aarch64-linux-gnu-nm -u "$ko" | awk '$1 == "U" {print $2}' | sort -u) <(awk '{print $2}' "$ROOT$HK/Module.symvers" | sort -u))
+if [ -z "$missing" ]; then ok "$K: every symbol the module imports (weak provider symbols aside) is exported by Debian's arm64 kernel"
 else bad "$K: imports the arm64 kernel does not export:"; echo "$missing" | head; fi
-rm -rf "${ROOT:?}$H"
 exit $rc

@@ -24,10 +24,18 @@ mkdir -p "$RESULTS"
 npass=0; nfail=0
 ok()  { echo "ok   - $*"; npass=$((npass+1)); }
 bad() { echo "FAIL - $*"; nfail=$((nfail+1)); }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+# check DESC CMD... -- ok/FAIL; never stops the script; CHECK_RC is CMD's status.
+CHECK_RC=0
+check() { local d=$1; shift; CHECK_RC=0; "$@" || CHECK_RC=$?; if [ $CHECK_RC = 0 ]; then ok "$d"; else bad "$d"; fi; }
+failed_last() { [ "$CHECK_RC" != 0 ]; }
 # is_dkms_path KVER PATH -- PATH is the DKMS build of nvidia_peermem for KVER.
 is_dkms_path() { case $2 in /lib/modules/"$1"/updates/dkms/nvidia_peermem.ko|/lib/modules/"$1"/updates/dkms/nvidia_peermem.ko.[gxz]*) return 0;; esac; return 1; }
-counts() { echo "$npass $nfail 0" > "$RESULTS/pkg-$what-$KVER.counts"; }
+# A script that stops early (set -e) counts as a failure even if no check failed.
+counts() {
+  local st=$?
+  if [ $st != 0 ] && [ $nfail = 0 ]; then echo "FAIL - pkg.sh $what $KVER stopped (exit $st)"; nfail=1; fi
+  echo "$npass $nfail 0" > "$RESULTS/pkg-$what-$KVER.counts"
+}
 trap counts EXIT
 root() { in_root "$@"; }
 kdir_of() { if is_debug_kernel "$1"; then echo "/build/kernel-$1"; else echo "/usr/src/linux-headers-$1"; fi; }
