@@ -12,7 +12,8 @@
 #                         on fake trees, validate.sh --dry-run), DKMS declining
 #                         trixie's 6.12 (Rust off), a tree without metadata and
 #                         a mismatched rustc, then `make deb`, the .deb's
-#                         install (DKMS builds), purge (nothing left)
+#                         install (DKMS builds), purge (nothing left); the
+#                         module cross-built for arm64 (cross-arm64.sh; PKG_ARM64=0 skips)
 # Prints "ok - ..." / "FAIL - ..." lines; the counts go to
 # $RESULTS/pkg-<what>.counts ("passed failed skipped"), which run.sh adds up.
 # Everything it installs into the shared chroot it removes again.
