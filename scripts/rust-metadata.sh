@@ -15,9 +15,10 @@
 # with Debian's .config and exactly the kernel's rustc (`make modules_prepare`),
 # checks that the rebuilt crates export exactly the Rust symbols of Debian's
 # Module.symvers, and lays rust/*.rmeta, rust/*.so and scripts/target.json
-# over the headers tree.  The files belong to no package: --remove (or
-# purging peermem-rs-dkms) takes them out.  Needs root, ~2 GB in the workdir
-# and a few minutes.
+# over the headers tree.  The files belong to no package: --remove takes them
+# out (purging the headers package leaves them).  scripts/target.json lands in
+# the headers' scripts/ link, i.e. in linux-kbuild-X.Y, shared by the flavours
+# of that version.  Needs root, ~2 GB in the workdir and a few minutes.
 set -euo pipefail
 
 die() { echo "peermem-rust-metadata: $*" >&2; exit 1; }
