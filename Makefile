@@ -9,6 +9,13 @@
 #   make vm-shell KVER=  an interactive VM of the bench (KVER from tests/bench/versions.env)
 #   make check           host-side tests only (cargo test)
 #   make clean
+#   make install         DKMS route without packages: sources to /usr/src, dkms add +
+#                        install (KVER=, default: every kernel DKMS builds for), the
+#                        modprobe.d/depmod.d files, peermem-rust-metadata, peermem-probe
+#   make uninstall       the reverse (dkms remove --all, files)
+#   make deb             peermem-rs-dkms_<ver>_all.deb + peermem-probe_<ver>_<arch>.deb (in build/deb/)
+#   make rust-metadata   KDIR=/usr/src/linux-headers-<kver>: Debian's missing Rust metadata
+#   make hwtest          tests/hw/validate.sh on a real GPU + ConnectX host (ARGS=--dry-run)
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 # A clang-built kernel (our 6.12 debug kernel) needs its modules built with LLVM=1.
@@ -18,8 +25,11 @@ KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLV
 
 all: modules
 
+# scripts/check-kernel.sh stops with one line (what is missing, what to
+# install) before the compiler runs, and names the matching rustc/bindgen.
 modules:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KBUILD_LLVM) modules
+	@vars=$$($(CURDIR)/scripts/check-kernel.sh --make-vars "$(KDIR)") && \
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KBUILD_LLVM) $$vars modules
 
 modules_install:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KBUILD_LLVM) modules_install
@@ -39,3 +49,5 @@ vm-shell:
 
 check:
 	bash tests/bench/run.sh --host-only
+
+include scripts/install.mk

@@ -36,9 +36,18 @@ bindgen_c_flags_skip := -mno-fp-ret-in-387 -mpreferred-stack-boundary=% \
 	-fdiagnostics-show-context -fdiagnostics-show-context=% \
 	--param=% --param asan-% -fno-isolate-erroneous-paths-dereference
 
+# libclang's target: the kernel's architecture (as the kernel's rust/Makefile
+# picks it), so the bindings are right on arm64 (GH200/GB200) as on x86.
+peermem_bindgen_target_x86 := x86_64-linux-gnu
+peermem_bindgen_target_arm64 := aarch64-linux-gnu
+peermem_bindgen_target_riscv := riscv64-linux-gnu
+peermem_bindgen_target_loongarch := loongarch64-linux-gnusf
+peermem_bindgen_target_um := $(peermem_bindgen_target_$(SUBARCH))
+peermem_bindgen_target := $(or $(peermem_bindgen_target_$(SRCARCH)),$(error rust/bindgen.mk: no bindgen target for SRCARCH=$(SRCARCH)))
+
 quiet_cmd_bindgen = BINDGEN $@
       cmd_bindgen = $(BINDGEN) $< --use-core --with-derive-default \
 	--ctypes-prefix ffi --no-layout-tests --no-debug '.*' \
 	--no-doc-comments --rust-target 1.68 $(bindgen-args-$(@F)) -o $@ -- \
 	$(filter-out $(bindgen_c_flags_skip),$(c_flags)) -w \
-	--target=x86_64-linux-gnu -fno-builtin -D__BINDGEN__ -DMODULE
+	--target=$(peermem_bindgen_target) -fno-builtin -D__BINDGEN__ -DMODULE

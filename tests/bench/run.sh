@@ -134,6 +134,8 @@ selfcheck() {
   done < "$TOP/tests/vm/selfcheck.list"
 }
 [ -n "${CASES:-}" ] && CASES_GIVEN=1
+# The packaging cases run in `make test`, or with PKG_TESTS=1 next to CASES=.
+pkg_tests() { [ "$mode" = test ] && { [ -z "${CASES_GIVEN:-}" ] || [ "${PKG_TESTS:-}" = 1 ]; }; }
 if [ -z "${CASES:-}" ]; then
   CASES=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/suite.list" | paste -sd,)
 fi
@@ -154,9 +156,16 @@ for k in $KERNELS; do
   echo; echo "== kernel $k"
   if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; continue; fi
   if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; continue; fi
+  # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
+  # for the VM's pkg-modprobe case, and removes it after the VM.
+  pkg_k=
+  if pkg_tests && [[ ",$CASES," == *,pkg-modprobe,* ]]; then
+    timed "dkms install $k" bash "$BENCH/pkg.sh" install "$k" || true; pkg_k=$k
+  fi
   echo "-- $k: core variant $(core_variant_for "$k")"
   VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
     timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
+  [ -z "$pkg_k" ] || timed "dkms remove $k" bash "$BENCH/pkg.sh" remove "$k" || true
   if [ "$mode" = demo ]; then
     sed -nE '/^VMCASE-BEGIN demo/,/^VMCASE-END demo/p' "$RESULTS/vm-$k.out" | grep -vE '^VMCASE-'
   else
@@ -169,5 +178,20 @@ for k in $KERNELS; do
   passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+sk))
   for c in ${fc//,/ }; do failures+=("$k:$c"); done
   if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && is_debug_kernel "$k"; then selfcheck "$k"; fi
+done
+# Packaging cases run once per run, on the first prepared Debian kernel of the matrix.
+if pkg_tests; then
+  for k in $KERNELS; do
+    is_debug_kernel "$k" && continue
+    echo; echo "== packaging ($k)"
+    timed "packaging" bash "$BENCH/pkg.sh" host "$k" || true
+    break
+  done
+fi
+for c in "$RESULTS"/pkg-*.counts; do
+  [ -f "$c" ] || continue
+  read -r p f i < "$c"
+  passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+i))
+  [ "$f" = 0 ] || failures+=("$(basename "$c" .counts)")
 done
 summary

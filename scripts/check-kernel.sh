@@ -1,0 +1,135 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# scripts/check-kernel.sh -- can peermem-rs be built for this kernel?
+#
+#   check-kernel.sh [--make-vars] KDIR [KVER]
+#
+# Checks, in this order, and stops at the first failure with ONE line on
+# stderr that says what is wrong and what to install on the distribution it
+# detects (Ubuntu, Debian, RHEL-like, other), exit 77 ("skip", as DKMS's
+# BUILD_EXCLUSIVE); before any compiler runs:
+#   1. KDIR is a kernel build tree (.config);
+#   2. the kernel has CONFIG_RUST=y;
+#   3. the build tree has the Rust metadata (rust/libkernel.rmeta, ...);
+#   4. a host rustc whose `--version` is exactly the kernel's
+#      CONFIG_RUSTC_VERSION_TEXT (`rustc`, or Ubuntu's versioned `rustc-1.NN`);
+#   5. bindgen (the module generates its bindings at build time).
+# With --make-vars it prints the make variables that select the matching
+# tools (e.g. "RUSTC=rustc-1.85 BINDGEN=bindgen"), for the Makefile.
+# Used by dkms.conf, its PRE_BUILD and the Makefile's `modules` target.
+# PEERMEM_OS_RELEASE overrides /etc/os-release (tests).
+set -euo pipefail
+
+make_vars=no
+[ "${1:-}" = --make-vars ] && { make_vars=yes; shift; }
+[ $# -ge 1 ] || { echo "usage: check-kernel.sh [--make-vars] KDIR [KVER]" >&2; exit 2; }
+KDIR=$1
+KVER=${2:-}
+[ -n "$KVER" ] || KVER=$(sed -nE 's/^#define UTS_RELEASE "(.*)"/\1/p' "$KDIR/include/generated/utsrelease.h" 2>/dev/null || true)
+[ -n "$KVER" ] || KVER=$(basename "$(readlink -f "$KDIR")")
+
+# The distribution family: ubuntu, debian, rhel, arch or other.
+distro() {
+  local id="" like="" f=${PEERMEM_OS_RELEASE:-/etc/os-release}
+  if [ -r "$f" ]; then
+    id=$(sed -nE 's/^ID="?([^"]*)"?$/\1/p' "$f")
+    like=$(sed -nE 's/^ID_LIKE="?([^"]*)"?$/\1/p' "$f")
+  fi
+  case " $id $like " in
+    *" ubuntu "*) echo ubuntu;;
+    *" debian "*) echo debian;;
+    *" rhel "*|*" fedora "*|*" centos "*) echo rhel;;
+    *" arch "*) echo arch;;
+    *) echo other;;
+  esac
+}
+DISTRO=$(distro)
+
+fail() { # fail PROBLEM REMEDY -- the one line, then exit 77
+  echo "peermem-rs: kernel $KVER: $1; $2" >&2
+  exit 77
+}
+
+config=$KDIR/.config
+# 1. A build tree.
+if [ ! -f "$config" ]; then
+  case $DISTRO in
+    ubuntu|debian) r="install its headers: apt install linux-headers-$KVER";;
+    rhel) r="install its headers: dnf install kernel-devel-$KVER";;
+    arch) r="install its headers: pacman -S linux-headers";;
+    *) r="install the headers (build tree) of that kernel";;
+  esac
+  fail "no kernel build tree at $KDIR" "$r"
+fi
+
+# 2. CONFIG_RUST.
+if ! grep -q '^CONFIG_RUST=y' "$config"; then
+  case $DISTRO in
+    ubuntu) r="boot an Ubuntu kernel built with CONFIG_RUST=y (the generic kernels that ship linux-lib-rust-<version>)";;
+    debian) r="Debian's stable kernels have Rust off: install the backports kernel, apt install -t $(. "${PEERMEM_OS_RELEASE:-/etc/os-release}" 2>/dev/null; echo "${VERSION_CODENAME:-stable}")-backports linux-image-$(dpkg --print-architecture 2>/dev/null || echo amd64) linux-headers-$(dpkg --print-architecture 2>/dev/null || echo amd64)";;
+    rhel) r="RHEL-like distribution kernels are built without CONFIG_RUST: a Rust module needs a kernel built with CONFIG_RUST=y";;
+    *) r="a Rust module needs a kernel built with CONFIG_RUST=y";;
+  esac
+  fail "CONFIG_RUST is not set: this kernel cannot load Rust modules" "$r"
+fi
+
+# 3. The Rust metadata of the kernel crates.
+missing=
+for f in rust/libcore.rmeta rust/libkernel.rmeta rust/libmacros.so; do
+  [ -e "$KDIR/$f" ] || { missing=$f; break; }
+done
+if [ -n "$missing" ]; then
+  case $DISTRO in
+    ubuntu) r="apt install linux-lib-rust-$KVER";;
+    debian) r="Debian's headers lack it: rebuild it with peermem-rust-metadata $KVER (from the source tree: make rust-metadata KDIR=$KDIR)";;
+    arch) r="reinstall the kernel's headers package (Arch ships the metadata in it when Rust is on)";;
+    *) r="install the package with the kernel's rust/*.rmeta, or rebuild it (make modules_prepare in the kernel's source with its .config and rustc)";;
+  esac
+  fail "the build tree has no Rust metadata ($KDIR/$missing missing)" "$r"
+fi
+
+# 4. The exact rustc.
+want=$(sed -nE 's/^CONFIG_RUSTC_VERSION_TEXT="(.*)"$/\1/p' "$config")
+if [ -z "$want" ]; then # kernels before 6.12: only the number
+  n=$(sed -nE 's/^CONFIG_RUSTC_VERSION=([0-9]+)$/\1/p' "$config")
+  [ -n "$n" ] && want="rustc $((n / 10000)).$((n / 100 % 100)).$((n % 100))"
+fi
+[ -n "$want" ] || fail "its .config names no rustc (CONFIG_RUSTC_VERSION_TEXT)" "use the build tree the kernel was built in"
+minor=$(echo "$want" | sed -nE 's/^rustc ([0-9]+\.[0-9]+)\..*/\1/p')
+rustc=; seen=
+for c in ${RUSTC:-} rustc ${minor:+rustc-$minor}; do
+  command -v "$c" > /dev/null 2>&1 || continue
+  v=$("$c" --version 2>/dev/null || true)
+  case "$want" in
+    *"("*) [ "$v" = "$want" ] && { rustc=$c; break; };;
+    *) case "$v" in "$want"|"$want "*) rustc=$c; break;; esac;;
+  esac
+  seen=${seen:-$c: $v}
+done
+if [ -z "$rustc" ]; then
+  case $DISTRO in
+    ubuntu) r="apt install rustc-$minor";;
+    debian) r="install the rustc of the Debian release the kernel comes from (apt install rustc=<that version>; $want)";;
+    *) r="install exactly that rustc (e.g. rustup toolchain install ${want#rustc }) and build with RUSTC=<it>";;
+  esac
+  fail "the kernel was built with '$want' but the host has ${seen:-no rustc}" "$r"
+fi
+
+# 5. bindgen (generates the module's bindings; any version the kernel accepts).
+bwant=$(sed -nE 's/^CONFIG_BINDGEN_VERSION_TEXT="bindgen (.*)"$/\1/p' "$config")
+bindgen=
+for c in ${BINDGEN:-} bindgen ${bwant:+bindgen-$(echo "$bwant" | cut -d. -f1,2)}; do
+  command -v "$c" > /dev/null 2>&1 && { bindgen=$c; break; }
+done
+if [ -z "$bindgen" ]; then
+  case $DISTRO in
+    ubuntu) r="apt install bindgen${bwant:+-$(echo "$bwant" | cut -d. -f1,2)} libclang-dev";;
+    debian) r="apt install bindgen libclang-dev";;
+    rhel) r="dnf install bindgen clang-devel (or cargo install bindgen-cli)";;
+    *) r="install bindgen${bwant:+ $bwant} and libclang";;
+  esac
+  fail "no bindgen on the host (the module generates its bindings at build time)" "$r"
+fi
+
+[ $make_vars = yes ] && echo "RUSTC=$rustc BINDGEN=$bindgen"
+exit 0

@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: GPL-2.0
+# scripts/install.mk -- installing peermem-rs (included by the top Makefile).
+#
+#   make install [KVER=<kernel>]   the non-packaged DKMS route (root)
+#   make uninstall
+#   make install-files DESTDIR=... what the packages ship (debian/rules uses it)
+#   make deb                       build/deb/peermem-rs-dkms_<ver>_all.deb, peermem-probe_<ver>_<arch>.deb
+#   make rust-metadata KDIR=...    rebuild a Debian kernel's Rust metadata into its headers
+#   make hwtest [ARGS=--dry-run]   the hardware validation on a GPU + ConnectX host
+
+PEERMEM_VERSION := $(shell cat $(CURDIR)/VERSION)
+DKMS_NAME := peermem-rs
+DKMS_SRC := /usr/src/$(DKMS_NAME)-$(PEERMEM_VERSION)
+PREFIX ?= /usr/local
+# Where DKMS installs the module: /extra on RHEL-like systems, /updates/dkms elsewhere.
+DKMS_DEST := $(if $(wildcard /etc/redhat-release),extra,updates/dkms)
+# The module sources DKMS builds from (everything the Kbuild needs, and dkms.conf).
+DKMS_FILES := dkms.conf Kbuild Makefile VERSION include rust scripts/check-kernel.sh scripts/install.mk
+
+.PHONY: install uninstall install-files install-dkms install-probe deb rust-metadata hwtest
+
+install-files:
+	install -d $(DESTDIR)$(DKMS_SRC)
+	tar -C $(CURDIR) --exclude=target --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
+	  --exclude='*_generated.rs' --exclude='*.mod' --exclude='*.mod.c' -cf - $(DKMS_FILES) | \
+	  tar -C $(DESTDIR)$(DKMS_SRC) --no-same-owner -xf -
+	install -D -m 644 etc/modprobe.d-peermem-rs.conf $(DESTDIR)/etc/modprobe.d/peermem-rs.conf
+	install -D -m 644 etc/depmod.d-peermem-rs.conf $(DESTDIR)/etc/depmod.d/peermem-rs.conf
+	sed -i 's|^override nvidia_peermem \* .*|override nvidia_peermem * $(DKMS_DEST)|' $(DESTDIR)/etc/depmod.d/peermem-rs.conf
+	install -D -m 755 scripts/rust-metadata.sh $(DESTDIR)$(if $(DESTDIR),/usr,$(PREFIX))/sbin/peermem-rust-metadata
+
+# dkms add, then build + install for KVER (or, without KVER, for every kernel
+# DKMS autoinstalls to).  A kernel that cannot build a Rust module is skipped
+# with its one-line reason (dkms exit 77), which is not an error here.
+install-dkms: install-files
+	@command -v dkms > /dev/null || { echo "make install: dkms is not installed (apt install dkms / dnf install dkms)" >&2; exit 1; }
+	dkms status -m $(DKMS_NAME) -v $(PEERMEM_VERSION) | grep -q . || dkms add -m $(DKMS_NAME) -v $(PEERMEM_VERSION)
+	@if [ -n "$(KVER)" ]; then \
+	  dkms install -m $(DKMS_NAME) -v $(PEERMEM_VERSION) -k $(KVER) || [ $$? = 77 ]; \
+	else \
+	  dkms autoinstall || true; dkms status -m $(DKMS_NAME) -v $(PEERMEM_VERSION); \
+	fi
+
+install-probe:
+	cd userspace && cargo build --release --locked
+	install -D -m 755 userspace/target/release/peermem-probe $(DESTDIR)$(PREFIX)/bin/peermem-probe
+
+install: install-dkms install-probe
+
+uninstall:
+	-dkms status -m $(DKMS_NAME) -v $(PEERMEM_VERSION) | grep -q . && dkms remove -m $(DKMS_NAME) -v $(PEERMEM_VERSION) --all
+	rm -rf $(DKMS_SRC)
+	rm -f /etc/modprobe.d/peermem-rs.conf /etc/depmod.d/peermem-rs.conf
+	rm -f $(PREFIX)/sbin/peermem-rust-metadata $(PREFIX)/bin/peermem-probe
+
+# Both packages, built from a clean copy of the tree (no .git, no build outputs).
+deb:
+	rm -rf build/deb && mkdir -p build/deb/src
+	tar -C $(CURDIR) --exclude=./build --exclude=./.git --exclude=target --exclude='*.o' --exclude='*.ko' \
+	  --exclude='.*.cmd' --exclude='*_generated.rs' -cf - . | tar -C build/deb/src -xf -
+	cd build/deb/src && dpkg-buildpackage -b -us -uc $(DEB_FLAGS)
+	@ls build/deb/*.deb
+
+rust-metadata:
+	scripts/rust-metadata.sh $(if $(KVER),$(KVER),--kdir $(KDIR))
+
+hwtest:
+	bash tests/hw/validate.sh $(ARGS)
