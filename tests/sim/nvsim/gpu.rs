@@ -19,6 +19,9 @@ use crate::slots::Slots;
 use crate::sys;
 use crate::violation::{self, Call, Event, Kind};
 
+/// The next pin's `PinRec::serial`.
+static PIN_SERIAL: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+
 /// Where the simulator places allocations: far from anything a process maps.
 const VA_BASE: u64 = 0x0000_3000_0000_0000;
 const VA_END: u64 = 0x0000_6000_0000_0000;
@@ -53,6 +56,10 @@ impl Alloc {
 
 /// A live pin: a page table the client holds.
 pub(crate) struct PinRec {
+    /// Unique over the module's life: a slot index and a table address can
+    /// both be reused once a pin is freed (an unlocked dma_map step must not
+    /// mistake a new pin for the one it started on).
+    pub(crate) serial: u64,
     pub(crate) table: PageTable,
     pub(crate) alloc: usize,
     pub(crate) va: u64,
@@ -318,6 +325,7 @@ impl StateGuard<'_> {
             sys::usleep(u64::from(self.delay_us) * n as u64);
         }
         let rec = PinRec {
+            serial: PIN_SERIAL.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
             table,
             alloc: idx,
             va: args.va,

@@ -29,6 +29,7 @@ use crate::violation::{self, Call, Event, Kind};
 /// What dma_map's prologue read: the pin and where a free hook frees.
 pub(crate) struct Prologue {
     pin: usize,
+    serial: u64,
     table: usize,
     /// The allocation's owner and VA (the free hooks free it).
     pub(crate) owner: u32,
@@ -66,6 +67,7 @@ impl StateGuard<'_> {
                 let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
                 Ok(Prologue {
                     pin: p,
+                    serial: pin.serial,
                     table,
                     owner: a.owner,
                     va: a.va,
@@ -78,11 +80,13 @@ impl StateGuard<'_> {
         }
     }
 
-    /// Whether the pin the prologue found is still the live pin of `table`.
+    /// Whether the pin the prologue found is still live: the same pin (by
+    /// serial: its slot and its table's address may have been reused by a
+    /// newer pin since a cudaFree freed it).
     fn still_live(&self, pro: &Prologue) -> bool {
         self.pins
             .get(pro.pin)
-            .is_some_and(|p| p.table.ptr() as usize == pro.table)
+            .is_some_and(|p| p.serial == pro.serial && p.table.ptr() as usize == pro.table)
     }
 
     /// dma_map_pages, under the API lock: builds the mapping.

@@ -20,7 +20,7 @@ check "free after get_pages (mapping lock held): dma_map fails, unwound" \
   sim_run 'A=gpu alloc 2M; !EINVAL core reg $A 2M --hook after_get_pages:free; gpu get pins'
 has "^0$" || bad "pin left"
 check "free after dma_map: the invalidation waits for the registration, then fences it" \
-  sim_run 'A=gpu alloc 2M; H=core reg $A 2M --hook after_dma_map:free; !ESTALE core dma-check $H; core get invalidate_waited; core dereg $H; gpu get pins'
+  sim_run 'A=gpu alloc 2M; H=core reg $A 2M --hook after_dma_map:free; !ESTALE until 10000 core dma-check $H; core get invalidate_waited; core dereg $H; gpu get pins'
 has "^1$" && ok "invalidate waited for the in-flight registration" || bad "invalidate_waited"
 check "free during dereg (mapping lock held): no deadlock" \
   sim_run 'A=gpu alloc 2M; H=core reg $A 2M --hook in_dereg:free; core dereg $H; gpu get pins; gpu get allocations'
@@ -32,7 +32,7 @@ has "^0$" || bad "pin left"
 rmmod simclient_good
 check "legacy client (unmaps=0)" sim_client good unmaps=0
 check "legacy: free after dma_map and during dereg" \
-  sim_run 'A=gpu alloc 2M; H=core reg $A 2M --hook after_dma_map:free; !ESTALE core dma-check $H; core dereg $H
+  sim_run 'A=gpu alloc 2M; H=core reg $A 2M --hook after_dma_map:free; !ESTALE until 10000 core dma-check $H; core dereg $H
            B=gpu alloc 2M; H2=core reg $B 2M --hook in_dereg:free; core dereg $H2; gpu get pins'
 rmmod simclient_good
 check "simclient_good again" sim_client good
