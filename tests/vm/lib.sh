@@ -13,6 +13,12 @@ CASES=$PEERMEM/vm/cases
 
 uptime_s() { local u; read -r u _ < /proc/uptime; echo "$u"; }
 debug_kernel() { [ -e /proc/lockdep ] && echo yes || echo no; }
+# For cases of the userspace tool that the Debian kernels cover and that gain
+# nothing from KASAN/lockdep but minutes under TCG: skip on the debug kernel.
+skip_on_debug_kernel() {
+  [ "$(debug_kernel)" = yes ] && skip "$* (covered on the Debian kernels; slow under KASAN)"
+  return 0
+}
 
 # Reporting inside a case: `ok msg`, `bad msg` (marks the case failed; use
 # `exit $rc` or `finish` at the end), `skip msg` (ends the case as skipped).

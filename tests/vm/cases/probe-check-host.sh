@@ -6,6 +6,7 @@
 # (exit 1) whose remedy names the real netdev, and doctor shows the port
 # DOWN; a bad device name is "could not test" (exit 3).
 . "${vmstage:-/peermem}/vm/lib.sh"
+skip_on_debug_kernel "peermem-probe check over soft-RoCE"
 P=$BIN/peermem-probe
 [ -x "$P" ] || { bad "$P is not staged"; finish; }
 check "rxe0 up on dummy0" rxe_up rxe0 dummy0 192.0.2.1/24 || finish

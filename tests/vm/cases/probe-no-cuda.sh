@@ -6,6 +6,7 @@
 # libcuda); host memory works.  bench measures host WRITE and READ over
 # two QPs and leaves the GPU rows untested; pair --gpu could not test.
 . "${vmstage:-/peermem}/vm/lib.sh"
+skip_on_debug_kernel "peermem-probe without libcuda"
 P=$BIN/peermem-probe
 [ -x "$P" ] || { bad "$P is not staged"; finish; }
 if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so'; then skip "libcuda is installed here"; fi

@@ -4,6 +4,7 @@
 # writes into the server's buffer over the RDMA CM, the server checks it
 # and writes back, and both sides report both directions verified.
 . "${vmstage:-/peermem}/vm/lib.sh"
+skip_on_debug_kernel "peermem-probe pair between two hosts"
 P=$BIN/peermem-probe
 [ -x "$P" ] || { bad "$P is not staged"; finish; }
 modprobe rdma_rxe && modprobe ib_uverbs && modprobe rdma_ucm && modprobe veth || { bad "modules"; finish; }
