@@ -121,9 +121,10 @@ impl<T: PeerMemoryClient> ClientTable<T> {
 
     fn active<'a>() -> Option<ArcBorrow<'a, T>> {
         let p = NonNull::new(ACTIVE.load(Ordering::Acquire))?;
+        // `deactivate` needs proof that neither the core nor a stats reader
+        // can call us any more, so no borrow made here outlives the client.
         // SAFETY: `p` came from `Arc::into_raw(Arc<T>)` and stays alive until
-        // `deactivate`, which needs proof that neither the core nor a stats
-        // reader can call us any more (so no borrow outlives it).
+        // `deactivate`.
         Some(unsafe { ArcBorrow::from_raw(p.as_ptr().cast::<T>()) })
     }
 
@@ -308,9 +309,9 @@ unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
     if data.is_null() {
         return;
     }
-    // SAFETY: `data` is the `CallbackRef` of a pin that is still armed (the
-    // caller's contract); that reference keeps the registration alive until
-    // it is given back, which needs the `Revoked` returned below.
+    // That reference is given back only with the `Revoked` returned below.
+    // SAFETY: `data` is the `CallbackRef` of a pin still armed (the caller's
+    // contract), which keeps the registration alive.
     let reg = unsafe { &*data.cast::<T::Registration>() };
     // SAFETY: this is the driver's free callback, and it makes one proof.
     let ran = unsafe { CallbackRan::new() };

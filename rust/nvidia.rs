@@ -151,10 +151,11 @@ impl NvidiaP2p {
         armed: Armed,
     ) -> core::result::Result<PageTable, (Error, Disarmed)> {
         let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
+        // `armed.data` stays valid until the callback ran or the pin was
+        // released: its `CallbackRef` can only be given back with a
+        // `Disarmed` proof, which exists only then.
         // SAFETY: `range` is aligned and non-empty (GpuRange invariant),
-        // `table` is an out pointer; `armed.data` stays valid until the
-        // callback ran or the pin was released: its `CallbackRef` can only be
-        // given back with a `Disarmed` proof, which exists only then.
+        // `table` is an out pointer, `armed.data` is valid as said above.
         let rc = unsafe {
             (self.get_pages)(
                 0,
@@ -209,12 +210,13 @@ impl NvidiaP2p {
     /// Whatever this returns after such a free is the driver's.
     pub(crate) fn dma_map(&self, peer: PciDev, table: MapArgs) -> Result<DmaMapping> {
         let mut mapping: *mut nvidia_p2p_dma_mapping = ptr::null_mut();
-        // SAFETY: `peer` is a live PCI device (PciDev invariant) and
-        // `mapping` an out pointer.  `table` was a live pin when taken from
-        // the registration's `Pins` under its lock; the driver gives no way to
-        // keep a concurrent cudaFree from freeing it during this call (see
-        // the function documentation and shared/facts/nvidia-p2p.md), and our
-        // side never reads it again once the free callback ran.
+        // `table` was a live pin when taken from the registration's `Pins`
+        // under its lock.  The driver gives no way to keep a concurrent
+        // cudaFree from freeing it during this call (see the function
+        // documentation and shared/facts/nvidia-p2p.md); our side never reads
+        // it again once the free callback ran.
+        // SAFETY: `peer` is a live PCI device (PciDev invariant), `mapping` an
+        // out pointer, `table` a pin as said above.
         let rc = unsafe { (self.dma_map_pages)(peer.0.as_ptr(), table.0.as_ptr(), &mut mapping) };
         kernel::error::to_result(rc)?;
         let ptr = NonNull::new(mapping).ok_or(EIO)?;
@@ -227,12 +229,12 @@ impl NvidiaP2p {
     /// completing.
     pub(crate) fn dma_unmap(&self, args: UnmapArgs) -> Result {
         let UnmapArgs { table, mapping } = args;
+        // Both stay valid during the call: they were live in `Pins` when
+        // taken, and `Pins` refuses to let the free callback complete (after
+        // which the driver frees them) until `unmap_done`; the unmap takes no
+        // driver lock, so that wait cannot deadlock (nvidia-p2p.md).
         // SAFETY: `mapping` is a mapping of `table` for `mapping.peer` that we
-        // own (type invariant), released once here by value.  Both stay valid
-        // during the call: they were live in `Pins` when taken, and `Pins`
-        // refuses to let the free callback complete (after which the driver
-        // frees them) until `unmap_done`; the unmap takes no driver lock, so
-        // that wait cannot deadlock (nvidia-p2p.md).
+        // own (type invariant), released once here by value; both are valid.
         let rc = unsafe {
             (self.dma_unmap_pages)(
                 mapping.peer.0.as_ptr(),
@@ -434,10 +436,9 @@ impl Pins {
         if self.revoked {
             return Err(Adopt::Revoked(table));
         }
-        // SAFETY: not revoked, so the callback has not completed and the
-        // driver has not freed the table (type invariant: the caller holds
-        // the lock the callback takes); these fields exist in v1 and v2
-        // alike (`flags`, v2 only, is not read).
+        // These fields exist in v1 and v2 alike (`flags`, v2 only, is not read).
+        // SAFETY: not revoked, so the driver has not freed the table (type
+        // invariant: the caller holds the lock the free callback takes).
         let (v, page_size, entries) = unsafe {
             let t = table.ptr.as_ptr();
             ((*t).version, (*t).page_size, (*t).entries)

@@ -160,9 +160,9 @@ impl Invalidator {
     /// return no DMA is active.  May re-enter our dma_unmap/put_pages (cores
     /// that ignore `PEER_MEM_INVALIDATE_UNMAPS`).
     pub(crate) fn invalidate(&self, core_context: u64) -> Result {
-        // SAFETY: by the type invariant `f` and `handle` are valid; any
-        // `core_context` is accepted: the core looks it up and answers an
+        // Any `core_context` is accepted: the core looks it up and answers an
         // unknown or stale one with 0 (peer-memory-core.md, "Invalidation").
+        // SAFETY: by the type invariant `f` and `handle` are valid.
         kernel::error::to_result(unsafe { (self.f)(self.handle.as_ptr(), core_context) })
     }
 }

@@ -59,9 +59,9 @@ impl OwnedSgTable {
             return Err(EINVAL);
         }
         let mut table = sg_table::default();
-        // SAFETY: `table` is a zeroed table; sg_alloc_table sets it up with
-        // `n` entries (page-sized chunks chained, no high-order allocation),
-        // or leaves nothing allocated on failure.
+        // sg_alloc_table chains page-sized chunks (no high-order allocation)
+        // and leaves nothing allocated on failure.
+        // SAFETY: `table` is a zeroed, kernel-sized table (checked in bindings.rs).
         kernel::error::to_result(unsafe { glue::peermem_sg_alloc(&mut table, n) })?;
         // INVARIANT: set up just above, with `n > 0` entries.
         let mut owned = OwnedSgTable { table };
