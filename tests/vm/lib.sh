@@ -9,6 +9,8 @@ PEERMEM=${vmstage:-/peermem}   # the staged tree (vmstage= on the kernel command
 MODS=$PEERMEM/mods/$(uname -r)
 BIN=$PEERMEM/bin
 CASES=$PEERMEM/vm/cases
+# One case's limit: the KASAN/lockdep kernel runs several times slower.
+if [ -e /proc/lockdep ]; then : "${CASE_TIMEOUT:=1200}"; fi
 : "${CASE_TIMEOUT:=600}"
 
 uptime_s() { local u; read -r u _ < /proc/uptime; echo "$u"; }

@@ -13,7 +13,10 @@
 G=$((1 << 30))
 for mode in invalidate persistent; do
   check "providers + peermem_rs mode=$mode" pm_up mode=$mode || finish
-  for size in 40 128; do
+  # 128 GiB (2M GPU pages) takes minutes under KASAN: the Debian kernels
+  # cover it; the debug kernel runs 40 GiB.
+  sizes="40 128"; [ "$(debug_kernel)" = yes ] && sizes=40
+  for size in $sizes; do
     check "$mode: ${size} GiB registration (contiguous bus addresses)" \
       sim_run "A=gpu alloc ${size}G sparse; H=core reg \$A ${size}G --sg-max 8192; core dma-check \$H; core dereg \$H; gpu free \$A"
     check "... the SG list covers ${size} GiB" test "$(sg_total 1)" = $((size * G))
