@@ -31,6 +31,21 @@ const GPU_PAGE: u64 = 1 << 16;
 /// The largest page size a client may report.
 const MAX_PAGE_SIZE: u64 = 1 << 30;
 
+/// The HCA's view of the client's SG entries (what it would DMA to).
+fn hca_list(ents: &[SgEnt], n: u32) -> Result<KVec<pcsim_sge>> {
+    let mut hca = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+    for e in ents {
+        hca.push(
+            pcsim_sge {
+                addr: e.dma_address,
+                len: u64::from(e.dma_length),
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(hca)
+}
+
 /// `x` rounded down to `a`, a power of two (page sizes).  Masks, not
 /// division: no panic path (6.12's objtool takes one for a fall-through).
 fn align_down(x: u64, a: u64) -> u64 {
@@ -262,16 +277,7 @@ fn check_and_trim(reg: &Reg, nmap: i32, ps: u64) -> Result {
         e.length = e.length.saturating_sub(lt);
         e.dma_length -= lt;
     }
-    let mut hca = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-    for e in ents.iter() {
-        hca.push(
-            pcsim_sge {
-                addr: e.dma_address,
-                len: u64::from(e.dma_length),
-            },
-            GFP_KERNEL,
-        )?;
-    }
+    let hca = hca_list(&ents, n)?;
     if let Some(e) = ents.first() {
         reg.sgt.set(0, e)?;
     }
@@ -317,16 +323,7 @@ fn page_shift(reg: &Reg, ents: &[SgEnt], n: u32, ps: u64) -> Result {
         );
         return Err(EINVAL);
     }
-    let mut hca = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-    for e in ents {
-        hca.push(
-            pcsim_sge {
-                addr: e.dma_address,
-                len: u64::from(e.dma_length),
-            },
-            GFP_KERNEL,
-        )?;
-    }
+    let hca = hca_list(ents, n)?;
     reg.with(|i| {
         i.nmap = n;
         i.page_size = ps;
