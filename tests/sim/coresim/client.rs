@@ -17,8 +17,9 @@ use crate::bindings::{
 };
 use crate::peer::{self, ClientOps};
 use crate::reg::Reg;
+use crate::reg::Times;
 use crate::slots::Slots;
-use crate::sys::{GlueMutex, SysfsDir};
+use crate::sys::{self, GlueMutex, SysfsDir};
 use crate::tables::TABLES;
 use crate::text::CName;
 use crate::violation::{self, Kind};
@@ -344,8 +345,17 @@ pub(crate) fn handle_of(c: &Arc<Client>) -> usize {
 /// whether `[addr, addr + size)` is theirs; the first to say so serves it
 /// (a use is taken).  Returns it and the context its acquire produced.
 /// For a QP/CQ buffer (`qp_buffer`) invalidation clients are not asked.
-pub(crate) fn acquire(addr: u64, size: u64, qp_buffer: bool) -> Option<(Arc<Client>, usize)> {
+/// `times` gets the wait for the mutex and the time in the clients' acquire.
+pub(crate) fn acquire(
+    addr: u64,
+    size: u64,
+    qp_buffer: bool,
+    times: &mut Times,
+) -> Option<(Arc<Client>, usize)> {
+    let t0 = sys::ktime_ns();
     let peers = PEERS.lock();
+    let t1 = sys::ktime_ns();
+    times.acquire_wait_ns = t1.saturating_sub(t0);
     let mut last = 0;
     loop {
         let (seq, c) = peers
@@ -362,6 +372,7 @@ pub(crate) fn acquire(addr: u64, size: u64, qp_buffer: bool) -> Option<(Arc<Clie
             continue;
         }
         let (r, ctx) = c.ops.acquire(addr, size);
+        times.acquire_ns = sys::ns_since(t1);
         if r > 0 {
             if r != 1 {
                 violation::report(

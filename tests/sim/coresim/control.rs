@@ -10,8 +10,8 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::bindings::{
-    pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, sim_text, PCSIM_REG_QP_BUFFER,
-    PCSIM_STATE_INVALIDATED, PCSIM_STATE_MAPPED,
+    pcsim_dereg, pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, pcsim_times, sim_text,
+    PCSIM_REG_QP_BUFFER, PCSIM_STATE_INVALIDATED, PCSIM_STATE_MAPPED,
 };
 use crate::client;
 use crate::hooks::Hook;
@@ -87,6 +87,14 @@ impl Context {
         for (d, s) in arg.client.iter_mut().zip(reg.client.name_bytes().iter()) {
             *d = *s;
         }
+        let t = reg.with(|i| i.times);
+        arg.times = pcsim_times {
+            acquire_wait_ns: t.acquire_wait_ns,
+            acquire_ns: t.acquire_ns,
+            get_pages_ns: t.get_pages_ns,
+            dma_map_ns: t.dma_map_ns,
+            total_ns: t.total_ns,
+        };
         arg.sg_count = copy_sg(&reg, arg.sg, arg.sg_max)?;
         Ok(())
     }
@@ -95,6 +103,17 @@ impl Context {
     pub(crate) fn dereg(&self, arg: &pcsim_handle) -> Result {
         let reg = TABLES.lock().take_reg(self.id, arg.handle).ok_or(ENOENT)?;
         mr::deregister(reg);
+        Ok(())
+    }
+
+    /// ibv_dereg_mr, with the core's timing of it.
+    pub(crate) fn dereg_timed(&self, arg: &mut pcsim_dereg) -> Result {
+        let reg = TABLES.lock().take_reg(self.id, arg.handle).ok_or(ENOENT)?;
+        let t = mr::deregister(reg);
+        arg.dma_unmap_ns = t.dma_unmap_ns;
+        arg.put_pages_ns = t.put_pages_ns;
+        arg.release_ns = t.release_ns;
+        arg.total_ns = t.total_ns;
         Ok(())
     }
 

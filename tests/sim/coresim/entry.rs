@@ -12,8 +12,8 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::bindings::{
-    invalidate_peer_memory, pcsim_handle, pcsim_query, pcsim_reg, peer_memory_client, sim_text,
-    IB_PEER_MEMORY_VER_MAX,
+    invalidate_peer_memory, pcsim_dereg, pcsim_handle, pcsim_query, pcsim_reg, peer_memory_client,
+    sim_text, IB_PEER_MEMORY_VER_MAX,
 };
 use crate::client::{self, Client};
 use crate::control::Context;
@@ -205,6 +205,20 @@ unsafe extern "C" fn pcsim_rs_ioctl_reg(context: *mut c_void, arg: *mut pcsim_re
 unsafe extern "C" fn pcsim_rs_ioctl_dereg(context: *mut c_void, arg: *mut pcsim_handle) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { with_ctx(context, arg, |c, a| c.dereg(a)) }
+}
+
+/// `PCSIM_IOC_DEREG_TIMED`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_ioctl_dereg_timed(
+    context: *mut c_void,
+    arg: *mut pcsim_dereg,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.dereg_timed(a)) }
 }
 
 /// `PCSIM_IOC_DMA_CHECK`.

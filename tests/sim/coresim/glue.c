@@ -9,6 +9,7 @@
 #include <linux/bug.h>
 #include <linux/fs.h>
 #include <linux/jiffies.h>
+#include <linux/timekeeping.h>
 #include <linux/kernfs.h>
 #include <linux/kobject.h>
 #include <linux/miscdevice.h>
@@ -162,6 +163,7 @@ void pcsim_glue_unlock(u32 which) { mutex_unlock(pcsim_mutex(which)); }
 /* --- tasks, time, reports ----------------------------------------------- */
 u32 pcsim_glue_current_tgid(void) { return task_tgid_nr(current); }
 u64 pcsim_glue_jiffies(void) { return get_jiffies_64(); }
+u64 pcsim_glue_ktime_ns(void) { return ktime_get_ns(); }
 u64 pcsim_glue_msecs_since(u64 since) { return jiffies_to_msecs(get_jiffies_64() - since); }
 
 static unsigned long warned[2];
@@ -412,6 +414,7 @@ static long pcsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		struct pcsim_reg reg;
 		struct pcsim_handle handle;
 		struct pcsim_query query;
+		struct pcsim_dereg dereg;
 		struct sim_text text;
 	} u;
 	int ret;
@@ -429,6 +432,7 @@ static long pcsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case PCSIM_IOC_RESET: ret = pcsim_rs_ioctl_reset(ctx); break;
 	case PCSIM_IOC_QUERY: ret = pcsim_rs_ioctl_query(ctx, &u.query); break;
 	case PCSIM_IOC_DISASSOCIATE: ret = pcsim_rs_ioctl_disassociate(ctx, &u.handle); break;
+	case PCSIM_IOC_DEREG_TIMED: ret = pcsim_rs_ioctl_dereg_timed(ctx, &u.dereg); break;
 	default: return -ENOTTY;
 	}
 	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd)))

@@ -35,6 +35,7 @@ void pcsim_glue_unlock(u32 which);
 /* --- tasks, time, reports ----------------------------------------------- */
 u32 pcsim_glue_current_tgid(void);
 u64 pcsim_glue_jiffies(void);
+u64 pcsim_glue_ktime_ns(void);	/* CLOCK_MONOTONIC, ns */
 u64 pcsim_glue_msecs_since(u64 since);
 void pcsim_glue_warn(u32 kind, const char *name);
 void pcsim_glue_rearm_warnings(void);
@@ -106,5 +107,6 @@ int pcsim_rs_ioctl_stats(void *context, struct sim_text *arg);
 int pcsim_rs_ioctl_reset(void *context);
 int pcsim_rs_ioctl_query(void *context, struct pcsim_query *arg);
 int pcsim_rs_ioctl_disassociate(void *context, struct pcsim_handle *arg);
+int pcsim_rs_ioctl_dereg_timed(void *context, struct pcsim_dereg *arg);
 
 #endif /* PEERMEM_PCSIM_GLUE_H */

@@ -19,7 +19,7 @@ use crate::bindings::{
 };
 use crate::client::{self, Client};
 use crate::hooks::{self, Hook};
-use crate::reg::{NewReg, Reg, State, Trim};
+use crate::reg::{DeregTimes, NewReg, Reg, State, Times, Trim};
 use crate::sys::{self, errno, DmaDevice, NvSim, SgEnt};
 use crate::tables::TABLES;
 use crate::violation::{self, Event, Kind};
@@ -90,6 +90,8 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
     {
         return Err(EINVAL);
     }
+    let t0 = sys::ktime_ns();
+    let mut times = Times::default();
     let owner = sys::current_tgid();
     // ib_umem_get charges RLIMIT_MEMLOCK before it tries the peer path.
     let pages = (align_up(va + len, PAGE_SIZE) - align_down(va, PAGE_SIZE)) / PAGE_SIZE;
@@ -98,7 +100,7 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
     } else {
         None
     };
-    let Some((client, ctx)) = client::acquire(va, len, req.qp_buffer) else {
+    let Some((client, ctx)) = client::acquire(va, len, req.qp_buffer, &mut times) else {
         Event::NotClaimed.count();
         return Err(EFAULT);
     };
@@ -131,8 +133,10 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
             }
         }
     }
+    reg.with(|i| i.times = times);
     match map(&reg, req) {
         Ok(()) => {
+            reg.with(|i| i.times.total_ns = sys::ns_since(t0));
             client.stat_add(PCSIM_ATTR_NUM_ALLOC_MRS, 1);
             // The real counter counts SG entries, not pages.
             client.stat_add(PCSIM_ATTR_NUM_REG_PAGES, u64::from(reg.with(|i| i.nmap)));
@@ -153,9 +157,11 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
 fn map(reg: &Arc<Reg>, req: &Request) -> Result {
     let c = &reg.client;
     let id = reg.with(|i| i.id);
+    let t0 = sys::ktime_ns();
     let rc = c
         .ops
         .get_pages(reg.va, reg.len, !reg.writable, reg.ctx, u64::from(id));
+    reg.with(|i| i.times.get_pages_ns = sys::ns_since(t0));
     if rc != 0 {
         return Err(callback_error(c, "get_pages", rc));
     }
@@ -167,7 +173,9 @@ fn map(reg: &Arc<Reg>, req: &Request) -> Result {
         reg.owner,
         reg.va,
     );
+    let t0 = sys::ktime_ns();
     let (rc, nmap) = c.ops.dma_map(&reg.sgt, reg.ctx, reg.dev);
+    reg.with(|i| i.times.dma_map_ns = sys::ns_since(t0));
     if rc != 0 {
         if !reg.sgt.is_empty() {
             violation::report(
@@ -348,12 +356,15 @@ fn restore_trim(reg: &Reg) {
 }
 
 /// dma_unmap and put_pages as far as they are due.
-fn teardown(reg: &Reg) {
+fn teardown(reg: &Reg) -> DeregTimes {
+    let mut t = DeregTimes::default();
     let (mapped, pinned) = reg.with(|i| (i.mapped, i.pinned));
     let c = &reg.client;
     if mapped {
         restore_trim(reg);
+        let t0 = sys::ktime_ns();
         let rc = c.ops.dma_unmap(&reg.sgt, reg.ctx, reg.dev);
+        t.dma_unmap_ns = sys::ns_since(t0);
         if rc != 0 {
             violation::report(
                 Kind::UnmapError,
@@ -363,17 +374,24 @@ fn teardown(reg: &Reg) {
         reg.with(|i| i.mapped = false);
     }
     if pinned {
+        let t0 = sys::ktime_ns();
         c.ops.put_pages(&reg.sgt, reg.ctx);
+        t.put_pages_ns = sys::ns_since(t0);
         reg.with(|i| i.pinned = false);
     }
+    t
 }
 
 /// The end of a registration: id freed, release, the client's use dropped.
-fn finish(reg: &Reg) {
+/// Returns the time the client's release took (ns).
+fn finish(reg: &Reg) -> u64 {
     let id = reg.with(|i| core::mem::replace(&mut i.id, 0));
     reg.client.free_id(id);
+    let t0 = sys::ktime_ns();
     reg.client.ops.release(reg.ctx);
+    let release_ns = sys::ns_since(t0);
     reg.client.put_user();
+    release_ns
 }
 
 /// Error unwinding with the mapping lock held: (dma_unmap ->) put_pages ->
@@ -388,7 +406,8 @@ fn fail(reg: &Reg) {
 
 /// `ibv_dereg_mr`: dma_unmap -> put_pages -> release; under the mapping
 /// lock without `PEER_MEM_INVALIDATE_UNMAPS`, after dropping it with.
-pub(crate) fn deregister(reg: Arc<Reg>) {
+pub(crate) fn deregister(reg: Arc<Reg>) -> DeregTimes {
+    let t0 = sys::ktime_ns();
     reg.lock_mapping(false);
     hooks::run(
         &reg.dereg_hook,
@@ -398,19 +417,22 @@ pub(crate) fn deregister(reg: Arc<Reg>) {
         reg.va,
     );
     reg.with(|i| i.state = State::Deregistered);
-    if reg.client.unmaps() {
+    let mut t = if reg.client.unmaps() {
         reg.unlock_mapping();
-        teardown(&reg);
+        teardown(&reg)
     } else {
-        teardown(&reg);
+        let t = teardown(&reg);
         reg.unlock_mapping();
-    }
+        t
+    };
     let c = &reg.client;
     c.stat_add(PCSIM_ATTR_NUM_DEALLOC_MRS, 1);
     c.stat_add(PCSIM_ATTR_NUM_DEREG_PAGES, u64::from(reg.with(|i| i.nmap)));
     c.stat_add(PCSIM_ATTR_NUM_DEREG_BYTES, reg.len);
-    finish(&reg);
+    t.release_ns = finish(&reg);
     Event::Dereg.count();
+    t.total_ns = sys::ns_since(t0);
+    t
 }
 
 /// The core's invalidate callback: fence the registration (no DMA after

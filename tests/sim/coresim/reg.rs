@@ -82,6 +82,27 @@ pub(crate) struct RegInner {
     pub(crate) hca_start: u64,
     /// A `dma_after_free` was reported for it already.
     pub(crate) dead_reported: bool,
+    /// Where its registration's time went.
+    pub(crate) times: Times,
+}
+
+/// Where a registration's time went in the core (ns; see `pcsim_times`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Times {
+    pub(crate) acquire_wait_ns: u64,
+    pub(crate) acquire_ns: u64,
+    pub(crate) get_pages_ns: u64,
+    pub(crate) dma_map_ns: u64,
+    pub(crate) total_ns: u64,
+}
+
+/// Where a deregistration's time went in the core (ns; see `pcsim_dereg`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct DeregTimes {
+    pub(crate) dma_unmap_ns: u64,
+    pub(crate) put_pages_ns: u64,
+    pub(crate) release_ns: u64,
+    pub(crate) total_ns: u64,
 }
 
 /// A registration.
@@ -141,6 +162,7 @@ impl Reg {
             hca: KVec::new(),
             hca_start: 0,
             dead_reported: false,
+            times: Times::default(),
         };
         Arc::pin_init(
             pin_init!(Reg {

@@ -42,6 +42,17 @@ pub(crate) fn jiffies() -> u64 {
     unsafe { b::pcsim_glue_jiffies() }
 }
 
+/// The monotonic clock, in nanoseconds.
+pub(crate) fn ktime_ns() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { b::pcsim_glue_ktime_ns() }
+}
+
+/// Nanoseconds elapsed since `ktime_ns()` value `t0`.
+pub(crate) fn ns_since(t0: u64) -> u64 {
+    ktime_ns().saturating_sub(t0)
+}
+
 /// Milliseconds elapsed since jiffies value `since`.
 pub(crate) fn msecs_since(since: u64) -> u64 {
     // SAFETY: no preconditions.

@@ -87,6 +87,18 @@ struct nvsim_hook {
 	__u32 reserved;
 };
 
+/* The latency model's own cost of one pin + one DMA map (and their
+ * release) of `pages` 64 KiB pages, as the driver charges it (module
+ * parameters lat_*): run in the caller's context, one step after the
+ * other, each under the lock the real call takes; out: measured ns. */
+struct nvsim_cost {
+	__u64 pages;
+	__u64 pin_ns;		/* out: get_pages' charge (API lock held) */
+	__u64 map_ns;		/* out: dma_map_pages' charge (API lock held) */
+	__u64 unmap_ns;		/* out: dma_unmap_pages' charge (no API lock) */
+	__u64 unpin_ns;		/* out: put_pages' charge (API lock held) */
+};
+
 #define NVSIM_IOC_ALLOC		_IOWR('N', 1, struct nvsim_alloc)
 #define NVSIM_IOC_FREE		_IOW('N', 2, struct nvsim_free)
 #define NVSIM_IOC_FAULT		_IOW('N', 3, struct nvsim_fault)
@@ -94,6 +106,7 @@ struct nvsim_hook {
 #define NVSIM_IOC_STATS		_IOWR('N', 5, struct sim_text)
 #define NVSIM_IOC_RESET		_IO('N', 6)	/* zero counters, re-arm WARN_ONCEs */
 #define NVSIM_IOC_HOOK		_IOW('N', 7, struct nvsim_hook)
+#define NVSIM_IOC_COST		_IOWR('N', 8, struct nvsim_cost)
 
 /* --- peer_core_sim ------------------------------------------------------- */
 
@@ -123,6 +136,15 @@ struct pcsim_sge {
 
 #define PCSIM_NAME_MAX 64
 
+/* Where a registration's time went, measured by the core (CLOCK_MONOTONIC). */
+struct pcsim_times {
+	__u64 acquire_wait_ns;	/* waiting for the core's global peer mutex */
+	__u64 acquire_ns;	/* the clients' acquire calls, under that mutex */
+	__u64 get_pages_ns;	/* the serving client's get_pages */
+	__u64 dma_map_ns;	/* its dma_map */
+	__u64 total_ns;		/* the whole registration in the core */
+};
+
 /* ibv_reg_mr(va, len, access) in the caller's process context. */
 #define PCSIM_REG_QP_BUFFER	1	/* a QP/CQ buffer, not an MR: invalidation
 					 * clients are not asked */
@@ -143,11 +165,22 @@ struct pcsim_reg {
 	char client[PCSIM_NAME_MAX];	/* out: the client that served it */
 	__u32 flags;		/* PCSIM_REG_* */
 	__u32 reserved;
+	struct pcsim_times times;	/* out */
 };
 
 struct pcsim_handle {
 	__u32 handle;
 	__u32 reserved;
+};
+
+/* ibv_dereg_mr with the core's timing of it (out). */
+struct pcsim_dereg {
+	__u32 handle;
+	__u32 reserved;
+	__u64 dma_unmap_ns;	/* the client's dma_unmap (0: not called) */
+	__u64 put_pages_ns;	/* its put_pages (0: not called) */
+	__u64 release_ns;	/* its release */
+	__u64 total_ns;		/* the whole deregistration in the core */
 };
 
 /* The current SG list of a registration and its state. */
@@ -173,6 +206,8 @@ struct pcsim_query {
 /* uverbs disassociate (device reset): the registration is deregistered by a
  * kernel worker, not by the owning process; returns when that is done. */
 #define PCSIM_IOC_DISASSOCIATE	_IOW('P', 7, struct pcsim_handle)
+/* PCSIM_IOC_DEREG, timed. */
+#define PCSIM_IOC_DEREG_TIMED	_IOWR('P', 8, struct pcsim_dereg)
 
 #ifdef __KERNEL__
 static_assert(sizeof(struct sim_text) == 16);
@@ -181,8 +216,11 @@ static_assert(sizeof(struct nvsim_free) == 8);
 static_assert(sizeof(struct nvsim_fault) == 16);
 static_assert(sizeof(struct nvsim_delay) == 8);
 static_assert(sizeof(struct pcsim_sge) == 16);
-static_assert(sizeof(struct pcsim_reg) == 144);
+static_assert(sizeof(struct pcsim_times) == 40);
+static_assert(sizeof(struct pcsim_reg) == 184);
+static_assert(sizeof(struct pcsim_dereg) == 40);
 static_assert(sizeof(struct nvsim_hook) == 16);
+static_assert(sizeof(struct nvsim_cost) == 40);
 static_assert(sizeof(struct pcsim_handle) == 8);
 static_assert(sizeof(struct pcsim_query) == 24);
 #endif

@@ -13,12 +13,13 @@ use kernel::prelude::*;
 
 use crate::bindings::{
     nvidia_p2p_dma_mapping, nvidia_p2p_free_callback_t, nvidia_p2p_page_table, nvsim_alloc,
-    nvsim_delay, nvsim_fault, nvsim_free, nvsim_hook, pci_dev, sim_range, sim_text,
+    nvsim_cost, nvsim_delay, nvsim_fault, nvsim_free, nvsim_hook, pci_dev, sim_range, sim_text,
     NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING,
 };
 use crate::control::Context;
 use crate::gpu::PinArgs;
 use crate::hooks::{self, Site};
+use crate::latency::{self, Op};
 use crate::lock::{FreeCallback, API};
 use crate::memory::GPU_PAGE;
 use crate::sys;
@@ -112,8 +113,10 @@ unsafe extern "C" fn nvidia_p2p_get_pages(
             callback,
             data: data as usize,
         };
+        let pages = length / GPU_PAGE;
         let api = API.lock_for(call)?;
         let table = api.state().pin(args)?;
+        latency::charge(Op::Pin, pages);
         drop(api);
         // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
         unsafe { out.as_ptr().write(table) };
@@ -145,8 +148,10 @@ unsafe extern "C" fn nvidia_p2p_put_pages(
             return Err(bad_args(call, "page_table is NULL"));
         }
         let api = API.lock_for(call)?;
+        let pages = api.state().table_pages(page_table as usize);
         api.state()
             .unpin(call, virtual_address, page_table as usize, false, seq)?;
+        latency::charge(Op::Unpin, pages);
         drop(api);
         Ok(0)
     })
@@ -184,8 +189,10 @@ unsafe extern "C" fn nvidia_p2p_sim_get_pages_persistent(
             callback: None,
             data: 0,
         };
+        let pages = length / GPU_PAGE;
         let api = API.lock_for(call)?;
         let table = api.state().pin(args)?;
+        latency::charge(Op::Pin, pages);
         drop(api);
         // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
         unsafe { out.as_ptr().write(table) };
@@ -215,8 +222,10 @@ unsafe extern "C" fn nvidia_p2p_sim_put_pages_persistent(
             return Err(bad_args(call, "page_table is NULL"));
         }
         let api = API.lock_for(call)?;
+        let pages = api.state().table_pages(page_table as usize);
         api.state()
             .unpin(call, virtual_address, page_table as usize, true, seq)?;
+        latency::charge(Op::Unpin, pages);
         drop(api);
         Ok(0)
     })
@@ -260,6 +269,7 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
         hooks::fire(Site::MapPrologue, pro.owner, pro.va);
         let api = API.lock_for(call)?;
         let mapping = api.state().map_locked(&pro, peer)?;
+        latency::charge(Op::Map, api.state().table_pages(page_table as usize));
         drop(api);
         // Epilogue, without the API lock: link the mapping.
         hooks::fire(Site::MapEpilogue, pro.owner, pro.va);
@@ -292,9 +302,11 @@ unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
             return Err(bad_args(call, "page_table or dma_mapping is NULL"));
         }
         API.not_in_callback(call)?;
+        let pages = API.state().mapping_pages(dma_mapping as usize);
         let u = API
             .state()
             .unmap_begin(peer, page_table as usize, dma_mapping as usize, seq)?;
+        latency::charge(Op::Unmap, pages);
         if let Some(u) = u {
             hooks::fire(Site::Unmap, u.owner, u.va);
             API.state().unmap_end(u);
@@ -473,6 +485,17 @@ unsafe extern "C" fn nvsim_rs_ioctl_stats(context: *mut c_void, arg: *mut sim_te
 unsafe extern "C" fn nvsim_rs_ioctl_hook(context: *mut c_void, arg: *mut nvsim_hook) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { with_ctx(context, arg, |_, a| API.state().hooks.set(a)) }
+}
+
+/// `NVSIM_IOC_COST`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_cost(context: *mut c_void, arg: *mut nvsim_cost) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |_, a| latency::ideal(a)) }
 }
 
 /// `NVSIM_IOC_RESET`.

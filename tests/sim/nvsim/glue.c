@@ -18,6 +18,7 @@
 #include <linux/pci.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/timekeeping.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
 
@@ -69,6 +70,35 @@ static bool persistent_supported = true;
 module_param(persistent_supported, bool, 0644);
 MODULE_PARM_DESC(persistent_supported, "0: nvidia_p2p_get_pages_persistent fails with -ENOTSUPP, as on MIG, vGPU or confidential computing");
 
+/* The latency model (0: free, the default): what each call costs, charged
+ * where the real driver does the work (pin, unpin and map under the API
+ * lock; unmap outside it).  Per 64 KiB GPU page plus a fixed part per call. */
+static unsigned int lat_pin_call_us;
+module_param(lat_pin_call_us, uint, 0644);
+MODULE_PARM_DESC(lat_pin_call_us, "latency model: fixed cost of each get_pages / get_pages_persistent call, in microseconds");
+static unsigned int lat_pin_page_ns;
+module_param(lat_pin_page_ns, uint, 0644);
+MODULE_PARM_DESC(lat_pin_page_ns, "latency model: cost of pinning one 64 KiB page, in nanoseconds (under the API lock)");
+static unsigned int lat_unpin_page_ns;
+module_param(lat_unpin_page_ns, uint, 0644);
+MODULE_PARM_DESC(lat_unpin_page_ns, "latency model: cost of unpinning one 64 KiB page in put_pages, in nanoseconds (under the API lock)");
+static unsigned int lat_map_page_ns;
+module_param(lat_map_page_ns, uint, 0644);
+MODULE_PARM_DESC(lat_map_page_ns, "latency model: cost of DMA-mapping one 64 KiB page in dma_map_pages, in nanoseconds (under the API lock)");
+static unsigned int lat_unmap_page_ns;
+module_param(lat_unmap_page_ns, uint, 0644);
+MODULE_PARM_DESC(lat_unmap_page_ns, "latency model: cost of unmapping one 64 KiB page in dma_unmap_pages, in nanoseconds (no API lock)");
+static bool lat_spin;
+module_param(lat_spin, bool, 0644);
+MODULE_PARM_DESC(lat_spin, "latency model: busy-wait the costs on the CPU (1) instead of sleeping (0, the default)");
+
+u32 nvsim_glue_lat_pin_call_us(void) { return READ_ONCE(lat_pin_call_us); }
+u32 nvsim_glue_lat_pin_page_ns(void) { return READ_ONCE(lat_pin_page_ns); }
+u32 nvsim_glue_lat_unpin_page_ns(void) { return READ_ONCE(lat_unpin_page_ns); }
+u32 nvsim_glue_lat_map_page_ns(void) { return READ_ONCE(lat_map_page_ns); }
+u32 nvsim_glue_lat_unmap_page_ns(void) { return READ_ONCE(lat_unmap_page_ns); }
+bool nvsim_glue_lat_spin(void) { return READ_ONCE(lat_spin); }
+
 u32 nvsim_glue_pt_version(void) { return READ_ONCE(pt_version); }
 bool nvsim_glue_persistent_supported(void) { return READ_ONCE(persistent_supported); }
 u32 nvsim_glue_stale_grace_ms(void) { return READ_ONCE(stale_grace_ms); }
@@ -90,6 +120,9 @@ bool nvsim_glue_current_is_kthread(void) { return current->flags & PF_KTHREAD; }
 u64 nvsim_glue_jiffies(void) { return get_jiffies_64(); }
 u64 nvsim_glue_msecs_since(u64 since) { return jiffies_to_msecs(get_jiffies_64() - since); }
 void nvsim_glue_usleep(u64 us) { fsleep(us); }
+u64 nvsim_glue_ktime_ns(void) { return ktime_get_ns(); }
+void nvsim_glue_cpu_relax(void) { cpu_relax(); }
+void nvsim_glue_cond_resched(void) { cond_resched(); }
 
 /* --- memory ---------------------------------------------------------------- */
 struct page *nvsim_glue_alloc_block(u32 order)
@@ -149,6 +182,7 @@ static long nvsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		struct nvsim_delay delay;
 		struct sim_text text;
 		struct nvsim_hook hook;
+		struct nvsim_cost cost;
 	} u;
 	int ret;
 
@@ -165,6 +199,7 @@ static long nvsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case NVSIM_IOC_STATS: ret = nvsim_rs_ioctl_stats(ctx, &u.text); break;
 	case NVSIM_IOC_RESET: ret = nvsim_rs_ioctl_reset(ctx); break;
 	case NVSIM_IOC_HOOK: ret = nvsim_rs_ioctl_hook(ctx, &u.hook); break;
+	case NVSIM_IOC_COST: ret = nvsim_rs_ioctl_cost(ctx, &u.cost); break;
 	default: return -ENOTTY;
 	}
 	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd)))

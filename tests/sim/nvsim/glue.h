@@ -19,6 +19,13 @@ u32 nvsim_glue_pt_version(void);
 bool nvsim_glue_persistent_supported(void);
 u32 nvsim_glue_stale_grace_ms(void);
 u32 nvsim_glue_callback_timeout_ms(void);
+/* The latency model (lat_*, see glue.c). */
+u32 nvsim_glue_lat_pin_call_us(void);
+u32 nvsim_glue_lat_pin_page_ns(void);
+u32 nvsim_glue_lat_unpin_page_ns(void);
+u32 nvsim_glue_lat_map_page_ns(void);
+u32 nvsim_glue_lat_unmap_page_ns(void);
+bool nvsim_glue_lat_spin(void);
 
 /* --- the driver's global API lock (a real, lockdep-visible mutex) ------- */
 void nvsim_glue_api_lock(void);
@@ -35,6 +42,9 @@ bool nvsim_glue_current_is_kthread(void);
 u64 nvsim_glue_jiffies(void);
 u64 nvsim_glue_msecs_since(u64 since);
 void nvsim_glue_usleep(u64 us);
+u64 nvsim_glue_ktime_ns(void);		/* CLOCK_MONOTONIC, ns */
+void nvsim_glue_cpu_relax(void);
+void nvsim_glue_cond_resched(void);
 
 /* --- memory ---------------------------------------------------------------- */
 struct page *nvsim_glue_alloc_block(u32 order);	/* free with __free_pages */
@@ -67,5 +77,6 @@ int nvsim_rs_ioctl_delay(void *context, struct nvsim_delay *arg);
 int nvsim_rs_ioctl_stats(void *context, struct sim_text *arg);
 int nvsim_rs_ioctl_reset(void *context);
 int nvsim_rs_ioctl_hook(void *context, struct nvsim_hook *arg);
+int nvsim_rs_ioctl_cost(void *context, struct nvsim_cost *arg);
 
 #endif /* PEERMEM_NVSIM_GLUE_H */

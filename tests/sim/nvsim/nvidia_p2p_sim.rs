@@ -16,6 +16,7 @@ mod counters;
 mod entry;
 mod gpu;
 mod hooks;
+mod latency;
 mod lock;
 mod mapping;
 mod memory;

@@ -67,6 +67,24 @@ pub(crate) fn usleep(us: u64) {
     unsafe { b::nvsim_glue_usleep(us) }
 }
 
+/// The monotonic clock, in nanoseconds.
+pub(crate) fn ktime_ns() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { b::nvsim_glue_ktime_ns() }
+}
+
+/// A busy-wait loop's pause.
+pub(crate) fn cpu_relax() {
+    // SAFETY: no preconditions.
+    unsafe { b::nvsim_glue_cpu_relax() }
+}
+
+/// A preemption point (process context, may sleep).
+pub(crate) fn cond_resched() {
+    // SAFETY: may sleep; every caller runs in process context.
+    unsafe { b::nvsim_glue_cond_resched() }
+}
+
 /// A random number.
 pub(crate) fn random_u32() -> u32 {
     // SAFETY: no preconditions.
@@ -99,6 +117,42 @@ pub(crate) mod param {
     pub(crate) fn callback_timeout_ms() -> u64 {
         // SAFETY: reads an integer module parameter.
         u64::from(unsafe { b::nvsim_glue_callback_timeout_ms() })
+    }
+
+    /// `lat_pin_call_us`: the latency model's fixed cost of a pin call.
+    pub(crate) fn lat_pin_call_us() -> u32 {
+        // SAFETY: reads an integer module parameter.
+        unsafe { b::nvsim_glue_lat_pin_call_us() }
+    }
+
+    /// `lat_pin_page_ns`: the latency model's cost of pinning a page.
+    pub(crate) fn lat_pin_page_ns() -> u32 {
+        // SAFETY: reads an integer module parameter.
+        unsafe { b::nvsim_glue_lat_pin_page_ns() }
+    }
+
+    /// `lat_unpin_page_ns`: the latency model's cost of unpinning a page.
+    pub(crate) fn lat_unpin_page_ns() -> u32 {
+        // SAFETY: reads an integer module parameter.
+        unsafe { b::nvsim_glue_lat_unpin_page_ns() }
+    }
+
+    /// `lat_map_page_ns`: the latency model's cost of mapping a page.
+    pub(crate) fn lat_map_page_ns() -> u32 {
+        // SAFETY: reads an integer module parameter.
+        unsafe { b::nvsim_glue_lat_map_page_ns() }
+    }
+
+    /// `lat_unmap_page_ns`: the latency model's cost of unmapping a page.
+    pub(crate) fn lat_unmap_page_ns() -> u32 {
+        // SAFETY: reads an integer module parameter.
+        unsafe { b::nvsim_glue_lat_unmap_page_ns() }
+    }
+
+    /// `lat_spin`: busy-wait the latency model's costs instead of sleeping.
+    pub(crate) fn lat_spin() -> bool {
+        // SAFETY: reads a module parameter.
+        unsafe { b::nvsim_glue_lat_spin() }
     }
 }
 

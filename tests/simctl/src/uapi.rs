@@ -94,6 +94,19 @@ pub struct NvsimHook {
 
 pub const NVSIM_IOC_HOOK: u64 = iow::<NvsimHook>(b'N', 7);
 
+/// The latency model's own cost of one pin + map (+ unmap + unpin).
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct NvsimCost {
+    pub pages: u64,
+    pub pin_ns: u64,
+    pub map_ns: u64,
+    pub unmap_ns: u64,
+    pub unpin_ns: u64,
+}
+
+pub const NVSIM_IOC_COST: u64 = iowr::<NvsimCost>(b'N', 8);
+
 pub const STEP_NONE: u32 = 0;
 pub const STEP_AFTER_ACQUIRE: u32 = 1;
 pub const STEP_AFTER_GET_PAGES: u32 = 2;
@@ -116,6 +129,17 @@ pub struct PcsimSge {
 
 pub const NAME_MAX: usize = 64;
 
+/// Where a registration's time went in the core (ns).
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct PcsimTimes {
+    pub acquire_wait_ns: u64,
+    pub acquire_ns: u64,
+    pub get_pages_ns: u64,
+    pub dma_map_ns: u64,
+    pub total_ns: u64,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct PcsimReg {
@@ -135,6 +159,7 @@ pub struct PcsimReg {
     pub client: [u8; NAME_MAX],
     pub flags: u32,
     pub reserved: u32,
+    pub times: PcsimTimes,
 }
 
 /// `PcsimReg::flags`: a QP/CQ buffer (invalidation clients not asked).
@@ -159,6 +184,7 @@ impl Default for PcsimReg {
             client: [0; NAME_MAX],
             flags: 0,
             reserved: 0,
+            times: PcsimTimes::default(),
         }
     }
 }
@@ -168,6 +194,18 @@ impl Default for PcsimReg {
 pub struct PcsimHandle {
     pub handle: u32,
     pub reserved: u32,
+}
+
+/// A timed deregistration (ns out).
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct PcsimDereg {
+    pub handle: u32,
+    pub reserved: u32,
+    pub dma_unmap_ns: u64,
+    pub put_pages_ns: u64,
+    pub release_ns: u64,
+    pub total_ns: u64,
 }
 
 pub const STATE_MAPPED: u32 = 1;
@@ -190,6 +228,7 @@ pub const PCSIM_IOC_STATS: u64 = iowr::<SimText>(b'P', 4);
 pub const PCSIM_IOC_RESET: u64 = io(b'P', 5);
 pub const PCSIM_IOC_QUERY: u64 = iowr::<PcsimQuery>(b'P', 6);
 pub const PCSIM_IOC_DISASSOCIATE: u64 = iow::<PcsimHandle>(b'P', 7);
+pub const PCSIM_IOC_DEREG_TIMED: u64 = iowr::<PcsimDereg>(b'P', 8);
 
 // The same sizes as the C header's static_asserts.
 const _: () = {
@@ -200,7 +239,10 @@ const _: () = {
     assert!(size_of::<NvsimFault>() == 16);
     assert!(size_of::<NvsimDelay>() == 8);
     assert!(size_of::<PcsimSge>() == 16);
-    assert!(size_of::<PcsimReg>() == 144);
+    assert!(size_of::<PcsimTimes>() == 40);
+    assert!(size_of::<PcsimReg>() == 184);
+    assert!(size_of::<PcsimDereg>() == 40);
+    assert!(size_of::<NvsimCost>() == 40);
     assert!(size_of::<NvsimHook>() == 16);
     assert!(size_of::<PcsimHandle>() == 8);
     assert!(size_of::<PcsimQuery>() == 24);
@@ -212,11 +254,13 @@ mod tests {
 
     #[test]
     fn ioctl_numbers_match_the_c_macros() {
-        // _IOWR('N', 1, 24 bytes), _IOW('N', 2, 8), _IO('N', 6), _IOWR('P', 1, 136).
+        // _IOWR('N', 1, 24 bytes), _IOW('N', 2, 8), _IO('N', 6), _IOWR('P', 1, 184).
         assert_eq!(NVSIM_IOC_ALLOC, 0xc018_4e01);
         assert_eq!(NVSIM_IOC_FREE, 0x4008_4e02);
         assert_eq!(NVSIM_IOC_RESET, 0x0000_4e06);
-        assert_eq!(PCSIM_IOC_REG, 0xc090_5001);
+        assert_eq!(PCSIM_IOC_REG, 0xc0b8_5001);
+        assert_eq!(PCSIM_IOC_DEREG_TIMED, 0xc028_5008);
+        assert_eq!(NVSIM_IOC_COST, 0xc028_4e08);
         assert_eq!(NVSIM_IOC_HOOK, 0x4010_4e07);
         assert_eq!(PCSIM_IOC_DMA_CHECK, 0x4008_5003);
     }
