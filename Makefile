@@ -6,6 +6,9 @@
 #                        NCCL, UCX and NVSHMEM detect (see Kbuild)
 #   make demo            the bench's main job: boot a VM, load the module, show it working
 #   make test            the whole suite: host tests + every kernel of the matrix in QEMU
+#   make bench           registration cost of peer-memory clients on the simulators'
+#                        latency model (BENCH_CLIENTS="KO|LABEL|PARAMS;..."): a table,
+#                        bench.json and bench.svg (tests/vm/cases/bench.sh)
 #   make vm-shell KVER=  an interactive VM of the bench (KVER from tests/bench/versions.env)
 #   make check           host-side tests only (cargo test)
 #   make clean
@@ -21,7 +24,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 # A clang-built kernel (our 6.12 debug kernel) needs its modules built with LLVM=1.
 KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLVM=1)
 
-.PHONY: all modules modules_install clean demo test vm-shell check
+.PHONY: all modules modules_install clean demo test bench vm-shell check
 
 all: modules
 
@@ -43,6 +46,9 @@ demo:
 
 test:
 	bash tests/bench/run.sh
+
+bench:
+	bash tests/bench/run.sh --bench
 
 vm-shell:
 	bash tests/bench/run.sh --shell $(KVER)

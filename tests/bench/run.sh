@@ -9,14 +9,17 @@
 #   3. per kernel: build our modules, boot the VM, run the in-VM cases.
 # Last line: "N passed, N failed, N skipped" over everything; exit 1 on any
 # failure.
-#   run.sh [--demo | --shell KVER | --host-only]
+#   run.sh [--demo | --bench | --shell KVER | --host-only]
+#   --bench (make bench): registration cost of the peer-memory clients under
+#   test on the simulators' latency model, on one kernel (BENCH_KERNEL); see
+#   tests/vm/cases/bench.sh for BENCH_CLIENTS and the other settings.
 #   KERNELS="k1 k2"  restrict the matrix;  CASES=a,b  run these cases instead
 #   of tests/vm/suite.list;  STAGE=/peermem-x  a private stage in the chroot.
 . "$(dirname "$0")/lib.sh"
 mode=test
 case "${1:-}" in
-  --demo) mode=demo;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
-  "") ;; *) die "usage: run.sh [--demo | --shell KVER | --host-only]";;
+  --demo) mode=demo;; --bench) mode=bench;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
+  "") ;; *) die "usage: run.sh [--demo | --bench | --shell KVER | --host-only]";;
 esac
 KERNELS=${KERNELS:-$MATRIX_KERNELS}
 export STAGE
@@ -105,6 +108,54 @@ fi
 prepare_kernel() {
   if is_debug_kernel "$1"; then bash "$BENCH/kernel-debug.sh"; else bash "$BENCH/kernel-debian.sh" "$1"; fi
 }
+# make bench's clients: ours, and for comparison the simulators' test client
+# (tests/simclients) in two designs: one pin taken in acquire with merged SG
+# entries, and nvidia-peermem's shape (a one-page probe pin in acquire, the
+# real pin in get_pages, one SG entry per 64 KiB page).  Our module under its
+# detected name is one more entry: "nvidia_peermem.ko|nvidia_peermem (ours)|mode={mode}".
+BENCH_DEFAULT_CLIENTS="peermem_rs.ko|peermem_rs|mode={mode}"
+BENCH_DEFAULT_CLIENTS+=";simclient_good.ko|simclient 1 pin, merged SG|persistent={persistent}"
+BENCH_DEFAULT_CLIENTS+=";simclient_good.ko|simclient probe+pin, per-page SG|persistent={persistent} probe_acquire=1 coalesce=0"
+# make bench: the settings file the in-VM case reads (<stage>/bench.conf).
+# Clients given by a path outside the module directory are copied into the
+# stage (the VM sees only the chroot).
+bench_conf() { # bench_conf STAGE_DIR_ON_HOST
+  local spec ko label params out= sep=
+  mkdir -p "$1/bench-clients"
+  IFS=';' read -r -a specs <<< "${BENCH_CLIENTS:-$BENCH_DEFAULT_CLIENTS}"
+  for spec in "${specs[@]}"; do
+    IFS='|' read -r ko label params <<< "$spec"
+    [ -n "$ko" ] && [ -n "$label" ] || { echo "bench: BENCH_CLIENTS entry '$spec' is not KO|LABEL|PARAMS" >&2; return 1; }
+    if [[ $ko == */* ]]; then
+      [ -f "$ko" ] || { echo "bench: no such module: $ko" >&2; return 1; }
+      cp "$ko" "$1/bench-clients/" && ko=$STAGE/bench-clients/$(basename "$ko")
+    fi
+    out="$out$sep$ko|$label|$params"; sep=';'
+  done
+  printf 'BENCH_CLIENTS=%q\n' "$out"
+  local v
+  for v in BENCH_MODES BENCH_SIZES BENCH_SCALE_SIZES BENCH_SCALE_ITERS BENCH_CONC BENCH_LAT; do
+    [ -n "${!v:-}" ] && printf '%s=%q\n' "$v" "${!v}"
+  done
+  return 0
+}
+# The table (stdout, and bench.md), bench.json and bench.svg in $RESULTS.
+bench_report() { # bench_report CONSOLE_OUTPUT
+  local py=python3
+  cp "$1" "$ROOT$STAGE/bench-console.log"
+  if [ -x "$ROOT/usr/bin/python3" ]; then
+    cp "$BENCH/bench-report.py" "$ROOT$STAGE/bench-report.py"
+    mkdir -p "$ROOT$STAGE/bench-out"
+    in_root python3 "$STAGE/bench-report.py" "$STAGE/bench-console.log" "$STAGE/bench-out" > "$RESULTS/bench.md" || return 1
+    cp "$ROOT$STAGE/bench-out/bench.json" "$ROOT$STAGE/bench-out/bench.svg" "$RESULTS/"
+  else
+    command -v $py > /dev/null || { echo "bench: no python3 (chroot or host) for the report" >&2; return 1; }
+    $py "$BENCH/bench-report.py" "$1" "$RESULTS" > "$RESULTS/bench.md" || return 1
+  fi
+  echo; cat "$RESULTS/bench.md"
+  echo; echo "bench: $RESULTS/bench.json, $RESULTS/bench.svg, $RESULTS/bench.md"
+}
+
 case $mode in
   shell)
     k=${SHELL_KVER:-$DEFAULT_KERNEL}
@@ -114,6 +165,13 @@ case $mode in
     # The demo drives the simulators with simctl: build and stage it.
     timed "simctl" run_cargo_tests --build-only tests/simctl || fatal "demo: building tests/simctl failed"
     KERNELS=${KVER:-$DEFAULT_KERNEL}; CASES=demo ;;
+  bench)
+    timed "simctl" run_cargo_tests --build-only tests/simctl || fatal "bench: building tests/simctl failed"
+    KERNELS=${BENCH_KERNEL:-$DEFAULT_KERNEL}; CASES=bench
+    bench_conf "$ROOT$STAGE" > "$ROOT$STAGE/bench.conf" || fatal "bench: bad BENCH_CLIENTS"
+    # The whole measurement in one case (15 min is the budget of make bench).
+    : "${VM_TIMEOUT:=1080}"; export VM_TIMEOUT
+    VM_APPEND="${VM_APPEND:-} CASE_TIMEOUT=${BENCH_CASE_TIMEOUT:-1000}" ;;
 esac
 # The negative controls (tests/vm/selfcheck.list), in a boot of their own:
 # each must fail, for the reason its regex names.
@@ -168,6 +226,9 @@ for k in $KERNELS; do
   [ -z "$pkg_k" ] || timed "dkms remove $k" bash "$BENCH/pkg.sh" remove "$k" || true
   if [ "$mode" = demo ]; then
     sed -nE '/^VMCASE-BEGIN demo/,/^VMCASE-END demo/p' "$RESULTS/vm-$k.out" | grep -vE '^VMCASE-'
+  elif [ "$mode" = bench ]; then
+    grep -E '^(ok|FAIL|info|latency model)' "$RESULTS/vm-$k.out" || true
+    bench_report "$RESULTS/vm-$k.out" || record fail "bench-report:$k"
   else
     grep -vE '^VMMARK' "$RESULTS/vm-$k.out" | sed -nE '/^VMBOOT/,$p' | grep -E '^(ok|FAIL|skip|VMCASE-END|VM died|VMSUMMARY)' || true
   fi

@@ -12,7 +12,9 @@
  *                      simulators must report exactly that one.
  *
  * Design: one pin per registration, taken in acquire (so a VA that is no
- * GPU memory is not claimed) and kept for get_pages; a per-context mutex
+ * GPU memory is not claimed) and kept for get_pages (or, with
+ * probe_acquire, a one-page probe pin in acquire and the real pin in
+ * get_pages: the design make bench compares with); a per-context mutex
  * that is never held across an nvidia_p2p_* call (the free callback takes
  * it with the driver's lock held); a kref so the free callback and release
  * can race; and, registered with PEER_MEM_INVALIDATE_UNMAPS, invalidation
@@ -58,6 +60,10 @@ MODULE_PARM_DESC(persistent, "pin with nvidia_p2p_get_pages_persistent (no free 
 static bool coalesce = true;
 module_param(coalesce, bool, 0644);
 MODULE_PARM_DESC(coalesce, "merge physically contiguous GPU pages into one SG entry");
+
+static bool probe_acquire;
+module_param(probe_acquire, bool, 0644);
+MODULE_PARM_DESC(probe_acquire, "the two-pin design: acquire pins only the first GPU page to decide ownership and releases it at once; get_pages pins the whole range (outside the core's global mutex)");
 
 /* The violations simclient_bad can commit (see tests/vm/cases/sim-violations.sh). */
 enum sc_bug {
@@ -132,6 +138,7 @@ struct sc_ctx {
 	struct sg_table sgt;		/* our copy of the table dma_map filled */
 	bool sg_owned;			/* sgt holds a list we must free */
 	bool unmapping;			/* a dma_unmap_pages is in flight */
+	bool probed;			/* probe_acquire: pinned in get_pages, not acquire */
 	wait_queue_head_t unmap_wq;
 };
 
@@ -298,6 +305,42 @@ static void sc_free_callback(void *data)
 	kref_put(&c->ref, sc_ctx_free);
 }
 
+/*
+ * The two-pin design (probe_acquire): ownership is decided by pinning the
+ * range's first GPU page, released at once; get_pages pins the whole range.
+ * A cudaFree between the probe and its release is the driver's documented
+ * benign race (its put returns 0); the range is then declined.
+ */
+static int sc_probe(struct sc_ctx *c, void **client_context)
+{
+	struct nvidia_p2p_page_table *pt;
+	u64 len = c->len;
+	bool freed;
+	int ret;
+
+	c->len = GPU_PAGE;
+	ret = sc_pin(c);
+	c->len = len;
+	if (ret) {
+		kref_put(&c->ref, sc_ctx_free);
+		return 0;
+	}
+	mutex_lock(&c->lock);
+	pt = c->pt;
+	c->pt = NULL;
+	freed = c->freed;
+	mutex_unlock(&c->lock);
+	if (pt)
+		sc_unpin(c, pt);
+	if (freed) {
+		kref_put(&c->ref, sc_ctx_free);
+		return 0;
+	}
+	c->probed = true;
+	*client_context = c;
+	return 1;
+}
+
 /* --- the peer_memory_client callbacks -------------------------------------- */
 static int sc_acquire(unsigned long addr, size_t size, void *peer_mem_private_data,
 		      char *peer_mem_name, void **client_context)
@@ -317,6 +360,8 @@ static int sc_acquire(unsigned long addr, size_t size, void *peer_mem_private_da
 	c->va = ALIGN_DOWN(addr, GPU_PAGE);
 	c->len = ALIGN(addr + size, GPU_PAGE) - c->va;
 	c->persistent = persistent;
+	if (READ_ONCE(probe_acquire))
+		return sc_probe(c, client_context);
 	if (sc_pin(c)) {
 		/* Not GPU memory of this process: not ours. */
 		kref_put(&c->ref, sc_ctx_free);
@@ -332,6 +377,12 @@ static int sc_get_pages(unsigned long addr, size_t size, int write, int force,
 	struct sc_ctx *c = context;
 	int ret = 0;
 
+	/* The two-pin design: the whole range is pinned only now. */
+	if (c->probed && !c->pt && !c->freed) {
+		ret = sc_pin(c);
+		if (ret)
+			return ret;
+	}
 	mutex_lock(&c->lock);
 	if (c->freed)
 		ret = -EINVAL;

@@ -377,8 +377,8 @@ impl SgTable {
     }
 
     /// Entries `0..count`.
-    pub(crate) fn read(&self, count: u32) -> Result<KVec<SgEnt>> {
-        let mut v = KVec::new();
+    pub(crate) fn read(&self, count: u32) -> Result<KVVec<SgEnt>> {
+        let mut v = KVVec::new();
         v.extend_with(count as usize, SgEnt::default(), GFP_KERNEL)?;
         // SAFETY: a valid table (invariant); `v` holds `count` entries; the
         // glue walks at most `orig_nents` entries of the client-built list.

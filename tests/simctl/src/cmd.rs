@@ -293,13 +293,60 @@ fn hook(s: &str, r: &mut PcsimReg) -> Result<(), CmdError> {
     Ok(())
 }
 
-fn print_sg(handle: u32, sg: &[PcsimSge], out: &dyn Fn(String)) {
-    for (i, e) in sg.iter().enumerate() {
+/// Prints the first `max` SG entries, one line each, then one summary line
+/// over all `count` entries (of which `sg` holds the first `sg.len()`):
+/// `sgsum reg|query handle=H nents=N total=BYTES min=LEN max=LEN
+/// sizes=LEN*COUNT,... [truncated=1]` (the most common lengths first), so
+/// that a client with one entry per 64 KiB page (over a million for
+/// 64 GiB) costs the shell one line, not one per entry.
+fn print_sg(what: &str, handle: u32, sg: &[PcsimSge], count: u32, max: u32, out: &dyn Fn(String)) {
+    for (i, e) in sg.iter().take(max as usize).enumerate() {
         out(format!(
             "sg handle={handle} idx={i} addr={:#x} len={:#x}",
             e.addr, e.len
         ));
     }
+    out(sg_summary(what, handle, sg, count));
+}
+
+/// The summary line of `print_sg`.
+pub fn sg_summary(what: &str, handle: u32, sg: &[PcsimSge], count: u32) -> String {
+    let total: u64 = sg.iter().map(|e| e.len).sum();
+    let min = sg.iter().map(|e| e.len).min().unwrap_or(0);
+    let max = sg.iter().map(|e| e.len).max().unwrap_or(0);
+    let mut lens: Vec<u64> = sg.iter().map(|e| e.len).collect();
+    lens.sort_unstable();
+    let mut hist: Vec<(u64, usize)> = Vec::new();
+    for l in lens {
+        match hist.last_mut() {
+            Some((v, n)) if *v == l => *n += 1,
+            _ => hist.push((l, 1)),
+        }
+    }
+    hist.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let sizes: Vec<String> = hist
+        .iter()
+        .take(8)
+        .map(|(l, n)| format!("{l:#x}*{n}"))
+        .collect();
+    let more = if hist.len() > 8 { ",..." } else { "" };
+    let trunc = if (sg.len() as u64) < u64::from(count) {
+        " truncated=1"
+    } else {
+        ""
+    };
+    format!(
+        "sgsum {what} handle={handle} nents={count} total={total} min={min:#x} max={max:#x} sizes={}{more}{trunc}",
+        sizes.join(",")
+    )
+}
+
+/// How many SG entries to fetch for a registration of `len` bytes: every
+/// entry of a client that emits one per 64 KiB page (plus the partial
+/// pages at both ends), at least `max`, at most 4M (64 MiB of buffer).
+fn sg_fetch(len: u64, max: u32) -> u32 {
+    let per_page = (len >> 16).saturating_add(2).min(4 << 20) as u32;
+    per_page.max(max)
 }
 
 fn core(
@@ -336,9 +383,10 @@ fn core(
                 }
                 i += 2;
             }
-            let mut sg = vec![PcsimSge::default(); sg_max as usize];
+            let fetch = sg_fetch(r.len, sg_max);
+            let mut sg = vec![PcsimSge::default(); fetch as usize];
             r.sg = sg.as_mut_ptr() as u64;
-            r.sg_max = sg_max;
+            r.sg_max = fetch;
             dev.ioctl(c, PCSIM_IOC_REG, &mut r)
                 .map_err(os("core reg"))?;
             let name_end = r.client.iter().position(|&b| b == 0).unwrap_or(NAME_MAX);
@@ -350,7 +398,8 @@ fn core(
                 r.page_size,
                 r.sg_count
             ));
-            print_sg(r.handle, &sg[..(r.sg_count.min(sg_max)) as usize], out);
+            sg.truncate(r.sg_count.min(fetch) as usize);
+            print_sg("reg", r.handle, &sg, r.sg_count, sg_max, out);
             Ok(Some(u64::from(r.handle)))
         }
         "dereg" => {
@@ -384,11 +433,20 @@ fn core(
             Ok(None)
         }
         "query" => {
-            let mut sg = vec![PcsimSge::default(); 4096];
+            let h = handle("core query HANDLE")?;
+            // First the count, then every entry (up to sg_fetch's bound).
             let mut q = PcsimQuery {
-                handle: handle("core query HANDLE")?,
+                handle: h,
+                ..Default::default()
+            };
+            dev.ioctl(c, PCSIM_IOC_QUERY, &mut q)
+                .map_err(os("core query"))?;
+            let fetch = sg_fetch(u64::from(q.sg_count.saturating_sub(2)) << 16, 4096);
+            let mut sg = vec![PcsimSge::default(); fetch as usize];
+            let mut q = PcsimQuery {
+                handle: h,
                 sg: sg.as_mut_ptr() as u64,
-                sg_max: 4096,
+                sg_max: fetch,
                 ..Default::default()
             };
             dev.ioctl(c, PCSIM_IOC_QUERY, &mut q)
@@ -402,8 +460,8 @@ fn core(
                 "query handle={} state={} nents={}",
                 q.handle, state, q.sg_count
             ));
-            sg.truncate(q.sg_count.min(4096) as usize);
-            print_sg(q.handle, &sg, out);
+            sg.truncate(q.sg_count.min(fetch) as usize);
+            print_sg("query", q.handle, &sg, q.sg_count, 4096, out);
             Ok(None)
         }
         "reset" => dev

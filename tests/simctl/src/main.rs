@@ -4,6 +4,7 @@
 //! simctl COMMAND...            one command (control files closed at exit)
 //! simctl run 'STMT; STMT...'   statements in one process (see script.rs)
 //! simctl script FILE|-         the same from a file or stdin
+//! simctl bench LEN [OPTIONS]   registration cost, as JSON (see bench.rs)
 //! ```
 //! Commands (output is "key=value" text, one fact per line):
 //! ```text
@@ -22,6 +23,7 @@
 //! Exit status: 0 if every statement did what it should, 1 otherwise, 2 on
 //! a usage error.
 
+mod bench;
 mod cmd;
 mod dev;
 mod num;
@@ -32,6 +34,10 @@ mod uapi;
 use std::io::Read;
 use std::process::ExitCode;
 
+fn exit(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let src = match args.first().map(String::as_str) {
@@ -39,6 +45,8 @@ fn main() -> ExitCode {
             println!("{}", include_str!("usage.txt"));
             return ExitCode::SUCCESS;
         }
+        Some("bench") => return exit(bench::main(&args[1..])),
+        Some("bench-worker") => return exit(bench::worker_main(&args[1..])),
         Some("run") => args[1..].join(" "),
         Some("script") => {
             let mut s = String::new();
