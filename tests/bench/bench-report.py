@@ -51,7 +51,7 @@ def p(row, key, q="p50"):
 def size_table(rows):
     out = ["| client | mode | size | regs/s | reg p50 ms | reg p99 ms | ideal ms | ratio p50 | "
            "acquire p50 ms | get_pages p50 ms | dereg p50 ms | dereg p99 ms | pin calls/reg | "
-           "SG entries | kernel KiB/reg | inval p50 ms | inval p99 ms |",
+           "SG entries | kernel KiB/reg (driver+core+client) | inval p50 ms | inval p99 ms |",
            "|" + "---|" * 17]
     for r in rows:
         if r.get("kind") != "size":
@@ -115,7 +115,12 @@ class Panel:
 def chart(rows):
     sizes = [r for r in rows if r.get("kind") == "size" and p(r, "reg_ns")]
     scale = [r for r in rows if r.get("kind") in ("threads", "procs")]
-    W, H = 1000, 440
+    # Scaling: the largest size measured, in one mode (invalidate if there).
+    scale_size = max((r["size"] for r in scale), default=0)
+    modes = sorted({r["mode"] for r in scale}, key=lambda m: m != "invalidate")
+    scale_mode = modes[0] if modes else ""
+    scale = [r for r in scale if r["size"] == scale_size and r["mode"] == scale_mode]
+    W, H = 1000, 450
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
            f'<rect width="{W}" height="{H}" fill="white"/>']
     series = {}
@@ -147,8 +152,10 @@ def chart(rows):
     if scale:
         xs = [r["threads"] if r["kind"] == "threads" else r["procs"] for r in scale]
         ys = [r["regs_per_s"] for r in scale]
-        P = Panel(560, 40, 400, 320, xs, ys, logy=False)
-        svg.append(f'<text x="{P.x0}" y="22" font-size="13">Scaling: registrations/s vs concurrent registrants</text>')
+        P = Panel(560, 40, 400, 320, xs, [0.0] + ys, logy=False)
+        svg.append(f'<text x="{P.x0}" y="22" font-size="13">Scaling at {size_name(scale_size)} ({esc(scale_mode)}): '
+                   'registrations/s vs concurrent registrants</text>')
+        svg.append(f'<text x="{P.x0}" y="{P.y0 + P.h + 30}" fill="#555">solid: threads of one process; dashed: processes</text>')
         for k in range(6):
             v = P.ly[1] * k / 5
             yy = P.y(v)
@@ -160,14 +167,15 @@ def chart(rows):
         groups = {}
         for r in scale:
             groups.setdefault((r["client"], r["mode"], r["size"], r["kind"]), []).append(r)
-        for i, (key, rs) in enumerate(sorted(groups.items())):
-            c = COLORS[i % len(COLORS)]
+        clients = sorted({k[0] for k in groups})
+        for i, c_name in enumerate(clients):
+            svg.append(f'<text x="{P.x0 + 8}" y="{P.y0 + 14 + 14 * i}" fill="{COLORS[i % len(COLORS)]}">{esc(c_name)}</text>')
+        for key, rs in sorted(groups.items()):
+            c = COLORS[clients.index(key[0]) % len(COLORS)]
             rs = sorted(rs, key=lambda r: r["threads"] if r["kind"] == "threads" else r["procs"])
             pts = " ".join(f"{P.x(r['threads'] if r['kind'] == 'threads' else r['procs']):.1f},{P.y(r['regs_per_s']):.1f}" for r in rs)
             dash = ' stroke-dasharray="5,3"' if key[3] == "procs" else ""
             svg.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
-            svg.append(f'<text x="{P.x0 + P.w + 6}" y="{P.y0 + 10 + 13 * i}" fill="{c}" font-size="9">'
-                       f'{esc(key[0])} {esc(key[1])[:3]} {size_name(key[2])} {key[3]}</text>')
     svg.append(f'<text x="10" y="{H - 8}" fill="#555">peermem-rs make bench: simulated GPU driver and RDMA core '
                '(latency model on), QEMU TCG; not a measurement of real hardware.</text>')
     svg.append("</svg>")

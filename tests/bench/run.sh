@@ -15,6 +15,8 @@
 #   tests/vm/cases/bench.sh for BENCH_CLIENTS and the other settings.
 #   KERNELS="k1 k2"  restrict the matrix;  CASES=a,b  run these cases instead
 #   of tests/vm/suite.list;  STAGE=/peermem-x  a private stage in the chroot.
+# make bench has a stage of its own: it may run next to make test.
+[ "${1:-}" = --bench ] && : "${STAGE:=/peermem-bench}"
 . "$(dirname "$0")/lib.sh"
 mode=test
 case "${1:-}" in
