@@ -120,6 +120,9 @@ bool nvsim_glue_current_is_kthread(void) { return current->flags & PF_KTHREAD; }
 u64 nvsim_glue_jiffies(void) { return get_jiffies_64(); }
 u64 nvsim_glue_msecs_since(u64 since) { return jiffies_to_msecs(get_jiffies_64() - since); }
 void nvsim_glue_usleep(u64 us) { fsleep(us); }
+/* The latency model's sleeps: an hrtimer sleep of exactly this long (fsleep
+ * would allow up to twice as long below 20 ms, msleep a jiffy more). */
+void nvsim_glue_sleep_us(u64 us) { usleep_range(us, us); }
 u64 nvsim_glue_ktime_ns(void) { return ktime_get_ns(); }
 void nvsim_glue_cpu_relax(void) { cpu_relax(); }
 void nvsim_glue_cond_resched(void) { cond_resched(); }

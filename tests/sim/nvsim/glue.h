@@ -42,6 +42,7 @@ bool nvsim_glue_current_is_kthread(void);
 u64 nvsim_glue_jiffies(void);
 u64 nvsim_glue_msecs_since(u64 since);
 void nvsim_glue_usleep(u64 us);
+void nvsim_glue_sleep_us(u64 us);	/* hrtimer, no slack */
 u64 nvsim_glue_ktime_ns(void);		/* CLOCK_MONOTONIC, ns */
 void nvsim_glue_cpu_relax(void);
 void nvsim_glue_cond_resched(void);

@@ -64,8 +64,7 @@ pub(crate) fn charge(op: Op, pages: u64) -> u64 {
             }
         }
     } else {
-        // fsleep: a busy delay below 10 us, hrtimer sleeps above.
-        sys::usleep(ns.div_ceil(1000));
+        sys::sleep_us(ns.div_ceil(1000));
     }
     sys::ktime_ns().saturating_sub(t0)
 }

@@ -67,6 +67,12 @@ pub(crate) fn usleep(us: u64) {
     unsafe { b::nvsim_glue_usleep(us) }
 }
 
+/// Sleeps exactly `us` microseconds (an hrtimer, no slack).
+pub(crate) fn sleep_us(us: u64) {
+    // SAFETY: may sleep; every caller runs in process context.
+    unsafe { b::nvsim_glue_sleep_us(us) }
+}
+
 /// The monotonic clock, in nanoseconds.
 pub(crate) fn ktime_ns() -> u64 {
     // SAFETY: no preconditions.
