@@ -188,7 +188,8 @@ def main():
         return 2
     rows = load(sys.argv[1])
     with open(f"{sys.argv[2]}/bench.json", "w") as f:
-        json.dump(rows, f, indent=1)
+        # A list, one measurement per line.
+        f.write("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
     with open(f"{sys.argv[2]}/bench.svg", "w") as f:
         f.write(chart(rows) + "\n")
     print("Registration cost by size (times measured by the simulated core, ms):\n")
