@@ -34,7 +34,7 @@ pub(crate) struct Context {
 /// returns the number of entries.
 fn copy_sg(reg: &Reg, sg: u64, max: u32) -> Result<u32> {
     let hca = reg.with(|i| {
-        let mut v = KVec::with_capacity(i.hca.len(), GFP_KERNEL)?;
+        let mut v = KVVec::with_capacity(i.hca.len(), GFP_KERNEL)?;
         v.extend_from_slice(&i.hca, GFP_KERNEL)?;
         Ok::<_, Error>(v)
     })?;

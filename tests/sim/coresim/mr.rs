@@ -32,8 +32,8 @@ const GPU_PAGE: u64 = 1 << 16;
 const MAX_PAGE_SIZE: u64 = 1 << 30;
 
 /// The HCA's view of the client's SG entries (what it would DMA to).
-fn hca_list(ents: &[SgEnt], n: u32) -> Result<KVec<pcsim_sge>> {
-    let mut hca = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+fn hca_list(ents: &[SgEnt], n: u32) -> Result<KVVec<pcsim_sge>> {
+    let mut hca = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
     for e in ents {
         hca.push(
             pcsim_sge {
@@ -220,12 +220,17 @@ fn check_and_trim(reg: &Reg, nmap: i32, ps: u64) -> Result {
         );
         return Err(EINVAL);
     }
-    let Ok(mut ents) = reg.sgt.read(n) else {
-        violation::report(
-            Kind::NmapMismatch,
-            format_args!("'{}' SG list has fewer than nmap={} entries", name, n),
-        );
-        return Err(EINVAL);
+    let mut ents = match reg.sgt.read(n) {
+        Ok(e) => e,
+        // The core's own copy failed: not the client's fault.
+        Err(e) if e == ENOMEM => return Err(ENOMEM),
+        Err(_) => {
+            violation::report(
+                Kind::NmapMismatch,
+                format_args!("'{}' SG list has fewer than nmap={} entries", name, n),
+            );
+            return Err(EINVAL);
+        }
     };
     let start = align_down(reg.va, ps);
     let end = align_up(reg.va + reg.len, ps);
@@ -477,9 +482,9 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
 }
 
 /// The HCA's view as ranges.
-fn ranges(reg: &Reg) -> Result<KVec<sim_range>> {
+fn ranges(reg: &Reg) -> Result<KVVec<sim_range>> {
     reg.with(|i| {
-        let mut v = KVec::with_capacity(i.hca.len(), GFP_KERNEL)?;
+        let mut v = KVVec::with_capacity(i.hca.len(), GFP_KERNEL)?;
         for e in i.hca.iter() {
             v.push(
                 sim_range {

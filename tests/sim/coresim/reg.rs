@@ -78,7 +78,7 @@ pub(crate) struct RegInner {
     pub(crate) trim: Option<Trim>,
     /// The SG list as the HCA uses it (after the trim), and the VA its
     /// first entry starts at.
-    pub(crate) hca: KVec<pcsim_sge>,
+    pub(crate) hca: KVVec<pcsim_sge>,
     pub(crate) hca_start: u64,
     /// A `dma_after_free` was reported for it already.
     pub(crate) dead_reported: bool,
@@ -138,7 +138,7 @@ impl Reg {
             nmap: 0,
             page_size: 0,
             trim: None,
-            hca: KVec::new(),
+            hca: KVVec::new(),
             hca_start: 0,
             dead_reported: false,
         };

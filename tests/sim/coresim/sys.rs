@@ -366,8 +366,10 @@ impl SgTable {
     }
 
     /// Entries `0..count`.
-    pub(crate) fn read(&self, count: u32) -> Result<KVec<SgEnt>> {
-        let mut v = KVec::new();
+    /// The copy is kvmalloc'd (as the real core's and mlx5's per-entry
+    /// arrays): a fragmented host must not fail the core's own bookkeeping.
+    pub(crate) fn read(&self, count: u32) -> Result<KVVec<SgEnt>> {
+        let mut v = KVVec::new();
         v.extend_with(count as usize, SgEnt::default(), GFP_KERNEL)?;
         // SAFETY: a valid table (invariant); `v` holds `count` entries; the
         // glue walks at most `orig_nents` entries of the client-built list.
