@@ -228,12 +228,17 @@ fn check_and_trim(reg: &Reg, nmap: i32, ps: u64) -> Result {
         );
         return Err(EINVAL);
     }
-    let Ok(mut ents) = reg.sgt.read(n) else {
-        violation::report(
-            Kind::NmapMismatch,
-            format_args!("'{}' SG list has fewer than nmap={} entries", name, n),
-        );
-        return Err(EINVAL);
+    let mut ents = match reg.sgt.read(n) {
+        Ok(e) => e,
+        // The core's own copy failed: not the client's fault.
+        Err(e) if e == ENOMEM => return Err(ENOMEM),
+        Err(_) => {
+            violation::report(
+                Kind::NmapMismatch,
+                format_args!("'{}' SG list has fewer than nmap={} entries", name, n),
+            );
+            return Err(EINVAL);
+        }
     };
     let start = align_down(reg.va, ps);
     let end = align_up(reg.va + reg.len, ps);

@@ -377,6 +377,8 @@ impl SgTable {
     }
 
     /// Entries `0..count`.
+    /// The copy is kvmalloc'd (as the real core's and mlx5's per-entry
+    /// arrays): a fragmented host must not fail the core's own bookkeeping.
     pub(crate) fn read(&self, count: u32) -> Result<KVVec<SgEnt>> {
         let mut v = KVVec::new();
         v.extend_with(count as usize, SgEnt::default(), GFP_KERNEL)?;

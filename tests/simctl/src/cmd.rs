@@ -75,6 +75,7 @@ pub fn run(dev: &Devices, w: &[String], out: &dyn Fn(String)) -> Result<Captured
         ("fork", _) => crate::proc::fork_run(dev, &w[1..], out).map(|()| None),
         ("handoff", s) => crate::proc::handoff(dev, sim(s)?).map(|()| None),
         ("send-fd", s) => crate::proc::send_fd(dev, sim(s)?).map(|()| None),
+        ("mlockall", _) => crate::proc::lock_memory().map(|()| None),
         ("write", path) => {
             let v = w.get(2).ok_or_else(|| usage("write PATH VALUE"))?;
             std::fs::write(path, v).map_err(os(path))?;

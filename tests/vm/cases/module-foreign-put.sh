@@ -15,11 +15,14 @@ check "providers + peermem_rs mode=invalidate" pm_up mode=invalidate || finish
 
 # foreign HOW -- register in a simctl process, end the registration HOW (in
 # another process or a kworker), check from outside while the owner still
-# lives, then cudaFree in the owner.
+# lives, then let the owner cudaFree.  The owner waits for $GO, not for a
+# fixed time: under KASAN the checks outside can take longer than any sleep.
+GO=/tmp/foreign.go
 foreign() {
   local how=$1 out=/tmp/foreign.out i
-  "$SIMCTL" run "A=gpu alloc 2M fragmented:2; H=core reg \$A 2M; $how; echo FOREIGN-DONE; sleep 2000; echo PINS-BEFORE-FREE; gpu get pins; gpu free \$A; echo PINS-AFTER-FREE; gpu get pins" > $out 2>&1 & local pid=$!
-  for i in $(seq 300); do grep -q '^FOREIGN-DONE' $out && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+  rm -f $GO
+  "$SIMCTL" run "A=gpu alloc 2M fragmented:2; H=core reg \$A 2M; $how; echo FOREIGN-DONE; until 1200000 read $GO; echo PINS-BEFORE-FREE; gpu get pins; gpu free \$A; echo PINS-AFTER-FREE; gpu get pins" > $out 2>&1 & local pid=$!
+  for i in $(seq 1200); do grep -q '^FOREIGN-DONE' $out && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
   if grep -q '^FOREIGN-DONE' $out; then
     check "$how: the pin stays armed after the foreign put" test "$(gpu_get pins)" = 1
     # The module knows the driver's put would find nothing from here: it
@@ -32,6 +35,7 @@ foreign() {
   else
     bad "$how: the foreign deregistration did not complete"
   fi
+  : > $GO
   wait $pid; local r=$?
   sed 's/^/    /' $out
   check "$how: the owner's cudaFree ran" test $r = 0
