@@ -171,7 +171,7 @@ for k in $KERNELS; do
   else
     grep -vE '^VMMARK' "$RESULTS/vm-$k.out" | sed -nE '/^VMBOOT/,$p' | grep -E '^(ok|FAIL|skip|VMCASE-END|VM died|VMSUMMARY)' || true
   fi
-  s=$(grep '^VMSUMMARY ' "$RESULTS/vm-$k.out" | tail -1)
+  s=$(grep '^VMSUMMARY ' "$RESULTS/vm-$k.out" | tail -1 || true)
   [ -n "$s" ] || { record fail "vm:$k"; continue; }
   p=$(echo "$s" | sed -nE 's/.* passed=([0-9]+).*/\1/p'); f=$(echo "$s" | sed -nE 's/.* failed=([0-9]+).*/\1/p')
   sk=$(echo "$s" | sed -nE 's/.* skipped=([0-9]+).*/\1/p'); fc=$(echo "$s" | sed -nE 's/.*failed_cases=(.*)$/\1/p')
