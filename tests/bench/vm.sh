@@ -13,7 +13,7 @@
 KVER=$1; CASES=${2:-}
 # The whole boot's hard limit (each case also has its own, CASE_TIMEOUT):
 # the KASAN/lockdep kernel runs the suite several times slower under TCG.
-if is_debug_kernel "$KVER"; then : "${VM_TIMEOUT:=4200}"; fi
+if is_debug_kernel "$KVER"; then : "${VM_TIMEOUT:=5400}"; fi
 : "${VM_TIMEOUT:=1500}" "${VM_MEM:=3G}" "${VM_CPUS:=2}"
 mkdir -p "$RESULTS"
 
