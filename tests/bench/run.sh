@@ -212,35 +212,69 @@ core_variant_for() {
   esac
 }
 
-for k in $KERNELS; do
+# One kernel: prepare, build, (DKMS install), boot the VM with the cases.
+# BG=1 boots it in the background (collect_vm later).
+run_kernel() { # run_kernel KVER
+  local k=$1
   echo; echo "== kernel $k"
-  if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; continue; fi
-  if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; continue; fi
+  if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; return 1; fi
+  if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; return 1; fi
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
-  # for the VM's pkg-modprobe case, and removes it after the VM.
+  # for the VM's pkg-modprobe case, and removes it after the VM.  Not for a
+  # VM in the background: another kernel's install/uninstall would change
+  # the chroot under it (its pkg-modprobe skips).
   pkg_k=
-  if pkg_tests && [[ ",$CASES," == *,pkg-modprobe,* ]]; then
+  if [ -z "${BG:-}" ] && pkg_tests && [[ ",$CASES," == *,pkg-modprobe,* ]]; then
     timed "dkms install $k" bash "$BENCH/pkg.sh" install "$k" || true; pkg_k=$k
   fi
-  echo "-- $k: core variant $(core_variant_for "$k")"
+  echo "-- $k: core variant $(core_variant_for "$k")${BG:+ (in the background)}"
+  if [ -n "${BG:-}" ]; then
+    VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
+      timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 &
+    BG_PID=$!
+    return 0
+  fi
   VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
     timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
   [ -z "$pkg_k" ] || timed "dkms remove $k" bash "$BENCH/pkg.sh" remove "$k" || true
+  collect_vm "$k"
+}
+# The verdicts of kernel KVER's VM, and (make test, debug kernel) its
+# negative controls.
+collect_vm() { # collect_vm KVER
+  local k=$1 s p f sk fc c
   if [ "$mode" = demo ]; then
-    sed -nE '/^VMCASE-BEGIN demo/,/^VMCASE-END demo/p' "$RESULTS/vm-$k.out" | grep -vE '^VMCASE-'
+    sed -nE '/^VMCASE-BEGIN demo/,/^VMCASE-END demo/p' "$RESULTS/vm-$k.out" | grep -vE '^VMCASE-' || true
   elif [ "$mode" = bench ]; then
     grep -E '^(ok|FAIL|info|latency model)' "$RESULTS/vm-$k.out" || true
     bench_report "$RESULTS/vm-$k.out" || record fail "bench-report:$k"
   else
+    echo; echo "== kernel $k: verdicts"
     grep -vE '^VMMARK' "$RESULTS/vm-$k.out" | sed -nE '/^VMBOOT/,$p' | grep -E '^(ok|FAIL|skip|VMCASE-END|VM died|VMSUMMARY)' || true
+    grep -E '^(TIME vm|VMRETRY|VM stuck)' "$RESULTS/vm-$k.out" || true
   fi
-  s=$(grep '^VMSUMMARY ' "$RESULTS/vm-$k.out" | tail -1)
-  [ -n "$s" ] || { record fail "vm:$k"; continue; }
+  s=$(grep '^VMSUMMARY ' "$RESULTS/vm-$k.out" | tail -1 || true)
+  [ -n "$s" ] || { record fail "vm:$k"; return 1; }
   p=$(echo "$s" | sed -nE 's/.* passed=([0-9]+).*/\1/p'); f=$(echo "$s" | sed -nE 's/.* failed=([0-9]+).*/\1/p')
   sk=$(echo "$s" | sed -nE 's/.* skipped=([0-9]+).*/\1/p'); fc=$(echo "$s" | sed -nE 's/.*failed_cases=(.*)$/\1/p')
   passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+sk))
   for c in ${fc//,/ }; do failures+=("$k:$c"); done
   if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && is_debug_kernel "$k"; then selfcheck "$k"; fi
+}
+
+# The debug kernel's VM is the longest (KASAN, lockdep, kmemleak under TCG):
+# in `make test` with other kernels it boots first and runs in the
+# background while the Debian kernels build and boot (two VMs, two cores).
+bg_k=; BG_PID=
+for k in $KERNELS; do
+  if [ "$mode" = test ] && is_debug_kernel "$k" && [ "$(echo $KERNELS | wc -w)" -gt 1 ]; then
+    if BG=1 run_kernel "$k"; then bg_k=$k; fi
+  fi
+done
+for k in $KERNELS; do
+  [ "$k" = "$bg_k" ] && continue
+  if [ "$mode" = test ] && is_debug_kernel "$k" && [ "$(echo $KERNELS | wc -w)" -gt 1 ]; then continue; fi
+  run_kernel "$k" || true
 done
 # Packaging cases run once per run, on the first prepared Debian kernel of the matrix.
 if pkg_tests; then
@@ -250,6 +284,11 @@ if pkg_tests; then
     timed "packaging" bash "$BENCH/pkg.sh" host "$k" || true
     break
   done
+fi
+if [ -n "$bg_k" ]; then
+  echo; echo "== kernel $bg_k: waiting for its VM"
+  wait "$BG_PID" || true
+  collect_vm "$bg_k" || true
 fi
 for c in "$RESULTS"/pkg-*.counts; do
   [ -f "$c" ] || continue
