@@ -24,9 +24,12 @@
 
 mod cmd;
 mod dev;
+mod fuzz;
 mod num;
 mod proc;
+mod rng;
 mod script;
+mod stress;
 mod uapi;
 
 use std::io::Read;
@@ -38,6 +41,20 @@ fn main() -> ExitCode {
         None | Some("-h") | Some("--help") | Some("help") => {
             println!("{}", include_str!("usage.txt"));
             return ExitCode::SUCCESS;
+        }
+        Some("stress") => {
+            return if stress::main(&args[1..]) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
+        Some("fuzz") => {
+            return if fuzz::main(&args[1..]) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
         }
         Some("run") => args[1..].join(" "),
         Some("script") => {
