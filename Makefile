@@ -6,6 +6,11 @@
 #                        NCCL, UCX and NVSHMEM detect (see Kbuild)
 #   make demo            the bench's main job: boot a VM, load the module, show it working
 #   make test            the whole suite: host tests + every kernel of the matrix in QEMU
+#   make stress SEED= OPS=  the seeded stress and fault campaign (tests/vm/cases/stress-campaign.sh)
+#                        on one kernel (KVER=, default the newest Debian one), OPS operations
+#                        per run, one run per peermem_rs mode and per core variant
+#                        (VARIANTS=current,mlnx-old,no-unmaps); a failure prints the seed
+#                        and the command that repeats it
 #   make vm-shell KVER=  an interactive VM of the bench (KVER from tests/bench/versions.env)
 #   make check           host-side tests only (cargo test)
 #   make clean
@@ -21,7 +26,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 # A clang-built kernel (our 6.12 debug kernel) needs its modules built with LLVM=1.
 KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLVM=1)
 
-.PHONY: all modules modules_install clean demo test vm-shell check
+.PHONY: all modules modules_install clean demo test stress vm-shell check
 
 all: modules
 
@@ -43,6 +48,9 @@ demo:
 
 test:
 	bash tests/bench/run.sh
+
+stress:
+	SEED="$(SEED)" OPS="$(OPS)" VARIANTS="$(VARIANTS)" bash tests/bench/run.sh --stress
 
 vm-shell:
 	bash tests/bench/run.sh --shell $(KVER)

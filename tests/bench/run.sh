@@ -9,14 +9,16 @@
 #   3. per kernel: build our modules, boot the VM, run the in-VM cases.
 # Last line: "N passed, N failed, N skipped" over everything; exit 1 on any
 # failure.
-#   run.sh [--demo | --shell KVER | --host-only]
+#   run.sh [--demo | --stress | --shell KVER | --host-only]
+#   --stress: the stress-campaign case alone on KVER (default the newest
+#   Debian kernel), with SEED, OPS, VARIANTS passed into the VM
 #   KERNELS="k1 k2"  restrict the matrix;  CASES=a,b  run these cases instead
 #   of tests/vm/suite.list;  STAGE=/peermem-x  a private stage in the chroot.
 . "$(dirname "$0")/lib.sh"
 mode=test
 case "${1:-}" in
-  --demo) mode=demo;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
-  "") ;; *) die "usage: run.sh [--demo | --shell KVER | --host-only]";;
+  --demo) mode=demo;; --stress) mode=stress;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
+  "") ;; *) die "usage: run.sh [--demo | --stress | --shell KVER | --host-only]";;
 esac
 KERNELS=${KERNELS:-$MATRIX_KERNELS}
 export STAGE
@@ -114,6 +116,20 @@ case $mode in
     # The demo drives the simulators with simctl: build and stage it.
     timed "simctl" run_cargo_tests --build-only tests/simctl || fatal "demo: building tests/simctl failed"
     KERNELS=${KVER:-$DEFAULT_KERNEL}; CASES=demo ;;
+  stress)
+    # The campaign drives the simulators with simctl: build and stage it.
+    timed "simctl" run_cargo_tests --build-only tests/simctl || fatal "stress: building tests/simctl failed"
+    KERNELS=${KVER:-$DEFAULT_KERNEL}; CASES=stress-campaign
+    SEED=${SEED:-$(date +%s)}; OPS=${OPS:-20000}; VARIANTS=${VARIANTS:-current,mlnx-old,no-unmaps}
+    # Limits from the operation count: 4 ms per operation is far above
+    # what the Debian kernels need under TCG (about 1 ms), the debug
+    # kernel gets ten times that.
+    runs=$(( 2 * $(echo "$VARIANTS" | tr , '\n' | grep -c .) ))
+    per_case=$(( 600 + runs * OPS * 4 / 1000 ))
+    is_debug_kernel "$KERNELS" && per_case=$(( per_case * 10 ))
+    export VM_TIMEOUT=$(( per_case + 600 ))
+    echo "== stress campaign: seed $SEED, $OPS operations per run, variants $VARIANTS, kernel $KERNELS (limit ${per_case}s)"
+    VM_APPEND="${VM_APPEND:-} stress_seed=$SEED stress_ops=$OPS stress_variants=$VARIANTS CASE_TIMEOUT=$per_case" ;;
 esac
 # The negative controls (tests/vm/selfcheck.list), in a boot of their own:
 # each must fail, for the reason its regex names.
@@ -168,6 +184,9 @@ for k in $KERNELS; do
   [ -z "$pkg_k" ] || timed "dkms remove $k" bash "$BENCH/pkg.sh" remove "$k" || true
   if [ "$mode" = demo ]; then
     sed -nE '/^VMCASE-BEGIN demo/,/^VMCASE-END demo/p' "$RESULTS/vm-$k.out" | grep -vE '^VMCASE-'
+  elif [ "$mode" = stress ]; then
+    sed -nE '/^VMCASE-BEGIN stress-campaign/,/^VMCASE-END stress-campaign/p' "$RESULTS/vm-$k.out" | grep -vE '^VMMARK'
+    grep -E '^(VM died|VMSUMMARY)' "$RESULTS/vm-$k.out" || true
   else
     grep -vE '^VMMARK' "$RESULTS/vm-$k.out" | sed -nE '/^VMBOOT/,$p' | grep -E '^(ok|FAIL|skip|VMCASE-END|VM died|VMSUMMARY)' || true
   fi
