@@ -168,8 +168,22 @@ core_variant_for() {
   esac
 }
 
+# The planted-bug modules (Kbuild PEERMEM_PLANT) are built only for a kernel
+# whose boot runs a plant-* case: named in CASES, or the debug kernel's
+# negative controls.
+plants_for() {
+  local names=",$CASES," p
+  if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && is_debug_kernel "$1"; then
+    names="$names$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/selfcheck.list" | cut -f1 | paste -sd,),"
+  fi
+  for p in put_in_callback use_after_callback leak_sg; do
+    case $names in *,plant-${p//_/-},*) echo "$p";; esac
+  done
+}
+
 for k in $KERNELS; do
   echo; echo "== kernel $k"
+  PEERMEM_PLANTS=$(plants_for "$k" | paste -sd' '); export PEERMEM_PLANTS
   if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; continue; fi
   if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; continue; fi
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot

@@ -30,6 +30,7 @@ mod proc;
 mod rng;
 mod script;
 mod stress;
+mod stress_ops;
 mod uapi;
 
 use std::io::Read;

@@ -13,9 +13,21 @@
 #   stress_seed=S      the seed (default: fixed for `make test`)
 #   stress_ops=N       operations per run (default: small for `make test`)
 #   stress_variants=a,b  core variants (default: this boot's)
-#   stress_procs=P stress_threads=T stress_failslab=0|1
+#   stress_procs=P stress_threads=T stress_failslab=0|1 stress_fuzz=N
+# STRESS_MODULE=peermem_plant_<bug> (the plant-* negative controls) runs the
+# campaign against a module with a planted bug instead (no fuzz loop).
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
+CLIENT=${STRESS_MODULE:-peermem_rs}
+KO=$MODS/$CLIENT.ko
+STATS=/sys/kernel/debug/$CLIENT/stats
+# pm_down for whichever client this run loaded.
+pm_down() {
+  local rc=0
+  grep -q "^$CLIENT " /proc/modules && { rmmod "$CLIENT" || rc=1; }
+  sim_unload || rc=1
+  return $rc
+}
 SEED=${stress_seed:-20261123}
 if [ "$(debug_kernel)" = yes ]; then OPS=${stress_ops:-400}; else OPS=${stress_ops:-3000}; fi
 PROCS=${stress_procs:-2}
@@ -57,18 +69,24 @@ stress_run() {
 echo "  seed $SEED, $OPS operations per run, $PROCS processes x $THREADS threads, core variants: $VARIANTS"
 for V in ${VARIANTS//,/ }; do
   for mode in invalidate persistent; do
-    check "[$V] providers + peermem_rs mode=$mode" pm_up mode=$mode || finish
+    check "[$V] providers + $CLIENT mode=$mode" pm_up mode=$mode || finish
     check "[$V/$mode] campaign: seed $SEED, $OPS ops, zero violations, nothing outstanding" stress_run "$V-$mode" ||
       { grep -E '^STRESS-FAIL' "/tmp/stress-$V-$mode.out" | head -5
         echo "    reproduce: make stress SEED=$SEED OPS=$OPS  (core variant $V, mode=$mode)"; }
-    check "[$V/$mode] the campaign registered through peermem_rs" test "$(pm_stat registrations)" -gt 0
-    check "[$V/$mode] no live registration left in peermem_rs" test "$(pm_stat live_registrations)" = 0
-    check "[$V/$mode] nothing pinned by peermem_rs" test "$(pm_stat pinned_bytes)" = 0
+    check "[$V/$mode] the campaign registered through $CLIENT" test "$(pm_stat registrations)" -gt 0
+    check "[$V/$mode] no live registration left in $CLIENT" test "$(pm_stat live_registrations)" = 0
+    check "[$V/$mode] nothing pinned by $CLIENT" test "$(pm_stat pinned_bytes)" = 0
+    check "[$V/$mode] no SG table left in $CLIENT" test "$(pm_stat sg_tables)" = 0
     no_leaks
-    check "[$V/$mode] peermem_rs and the simulators unload" pm_down
+    check "[$V/$mode] $CLIENT and the simulators unload" pm_down
   done
 done
 V=
+if [ "$(debug_kernel)" = yes ]; then
+  leaks=$(kmemleak_scan)
+  check "kmemleak: no unreferenced object after the campaign" test -z "$leaks" || head -n 40 <<< "$leaks"
+fi
+[ -n "${STRESS_MODULE:-}" ] && finish
 # Bad input: the control devices answer garbage with an errno, never an oops.
 check "simulators + peermem_rs loaded for the fuzz loop" pm_up mode=invalidate || finish
 check "fuzz loop over the control devices (seed $SEED)" "$SIMCTL" fuzz --seed "$SEED" --iters "${stress_fuzz:-3000}"

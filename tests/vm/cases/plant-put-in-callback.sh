@@ -1,0 +1,9 @@
+#!/bin/bash
+# plant-put-in-callback: negative control (tests/vm/selfcheck.list, never in suite.list): the
+# stress campaign against peermem_plant_put_in_callback.ko, the module built with
+# PEERMEM_PLANT=put_in_callback (see Kbuild).  It MUST fail: the campaign has to
+# catch the planted bug.
+export STRESS_MODULE=peermem_plant_put_in_callback
+export stress_ops=${stress_ops:-600} stress_failslab=${stress_failslab:-0}
+[ -f "${vmstage:-/peermem}/mods/$(uname -r)/$STRESS_MODULE.ko" ] || { echo "FAIL - $STRESS_MODULE.ko was not built"; exit 1; }
+exec bash "${vmstage:-/peermem}/vm/cases/stress-campaign.sh"
