@@ -87,7 +87,16 @@ impl Context {
         for (d, s) in arg.client.iter_mut().zip(reg.client.name_bytes().iter()) {
             *d = *s;
         }
-        arg.sg_count = copy_sg(&reg, arg.sg, arg.sg_max)?;
+        match copy_sg(&reg, arg.sg, arg.sg_max) {
+            Ok(n) => arg.sg_count = n,
+            Err(e) => {
+                // The caller never learns the handle: undo it.
+                if let Some(reg) = TABLES.lock().take_reg(self.id, handle) {
+                    mr::deregister(reg);
+                }
+                return Err(e);
+            }
+        }
         Ok(())
     }
 
