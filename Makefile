@@ -9,8 +9,9 @@
 #   make stress SEED= OPS=  the seeded stress and fault campaign (tests/vm/cases/stress-campaign.sh)
 #                        on one kernel (KVER=, default the newest Debian one), OPS operations
 #                        per run, one run per peermem_rs mode and per core variant
-#                        (VARIANTS=current,mlnx-old,no-unmaps); a failure prints the seed
-#                        and the command that repeats it
+#                        (VARIANTS=current,mlnx-old,no-unmaps); FAILSLAB=1 on a kernel with
+#                        failslab (the debug one); a failure prints the seed and the
+#                        command that repeats it
 #   make vm-shell KVER=  an interactive VM of the bench (KVER from tests/bench/versions.env)
 #   make check           host-side tests only (cargo test)
 #   make clean
@@ -50,7 +51,7 @@ test:
 	bash tests/bench/run.sh
 
 stress:
-	SEED="$(SEED)" OPS="$(OPS)" VARIANTS="$(VARIANTS)" bash tests/bench/run.sh --stress
+	SEED="$(SEED)" OPS="$(OPS)" VARIANTS="$(VARIANTS)" FAILSLAB="$(FAILSLAB)" KVER="$(KVER)" bash tests/bench/run.sh --stress
 
 vm-shell:
 	bash tests/bench/run.sh --shell $(KVER)

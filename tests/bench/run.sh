@@ -129,7 +129,7 @@ case $mode in
     is_debug_kernel "$KERNELS" && per_case=$(( per_case * 10 ))
     export VM_TIMEOUT=$(( per_case + 600 ))
     echo "== stress campaign: seed $SEED, $OPS operations per run, variants $VARIANTS, kernel $KERNELS (limit ${per_case}s)"
-    VM_APPEND="${VM_APPEND:-} stress_seed=$SEED stress_ops=$OPS stress_variants=$VARIANTS CASE_TIMEOUT=$per_case" ;;
+    VM_APPEND="${VM_APPEND:-} stress_seed=$SEED stress_ops=$OPS stress_variants=$VARIANTS stress_failslab=${FAILSLAB:-0} CASE_TIMEOUT=$per_case" ;;
 esac
 # The negative controls (tests/vm/selfcheck.list), in a boot of their own:
 # each must fail, for the reason its regex names.

@@ -110,7 +110,8 @@ impl Context {
     /// uverbs disassociate: a kernel worker deregisters the registration
     /// (not the owning process); returns when it is done.
     pub(crate) fn disassociate(&self, arg: &pcsim_handle) -> Result {
-        let reg = TABLES.lock().take_reg(self.id, arg.handle).ok_or(ENOENT)?;
+        // Allocate first: a failure must not lose the registration.
+        let reg = TABLES.lock().reg(self.id, arg.handle).ok_or(ENOENT)?;
         let done = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
         let job = KBox::new(
             crate::entry::DeregJob {
@@ -119,6 +120,10 @@ impl Context {
             },
             GFP_KERNEL,
         )?;
+        if TABLES.lock().take_reg(self.id, arg.handle).is_none() {
+            // Deregistered meanwhile by another thread of the process.
+            return Err(ENOENT);
+        }
         crate::entry::spawn_dereg(job)?;
         while !done.load(Ordering::Acquire) {
             sys::msleep(2);

@@ -320,7 +320,7 @@ impl StateGuard<'_> {
         let runs = a.mem.runs_of(first, n)?;
         let table = PageTable::new(sys::param::pt_version(), n, |i| a.mem.page(first + i))?;
         let ptr = table.ptr();
-        self.forget_retired(ptr as usize);
+        self.forget_retired(ptr as usize, true);
         if self.delay_us > 0 {
             sys::usleep(u64::from(self.delay_us) * n as u64);
         }

@@ -91,10 +91,17 @@ impl GpuState {
         }
     }
 
-    /// A new object now lives at `addr`: an older one released there is
-    /// no longer recognisable.
-    pub(crate) fn forget_retired(&mut self, addr: usize) {
-        while let Some(i) = self.retired.find(|r| r.addr == addr) {
+    /// A new page table (`is_table`) or mapping now lives at `addr`: an
+    /// older one of the same kind released there is no longer
+    /// recognisable.  One of the other kind is (page tables and mappings
+    /// share a slab size and are looked up by kind): a late put_pages of a
+    /// table freed after its callback stays benign when a mapping took its
+    /// address meanwhile (the stress campaign met this).
+    pub(crate) fn forget_retired(&mut self, addr: usize, is_table: bool) {
+        while let Some(i) = self
+            .retired
+            .find(|r| r.addr == addr && r.is_table == is_table)
+        {
             self.retired.remove(i);
         }
     }

@@ -6,8 +6,9 @@
 # core registrations left, every violation counter 0), peermem_rs has no
 # live registration and nothing pinned, and everything unloads; run_case
 # fails the case on any kernel-log report (KASAN, lockdep, UBSAN, kmemleak,
-# hung task, WARN).  On the debug kernel the campaign's processes also run
-# with failslab (task-filtered) failing a share of their slab allocations.
+# hung task, WARN).  With stress_failslab=1 (a kernel with CONFIG_FAILSLAB)
+# the campaign's processes run with failslab (task-filtered) failing a
+# share of their slab allocations.
 #
 # Parameters (kernel command line of the VM, see `make stress`):
 #   stress_seed=S      the seed (default: fixed for `make test`)
@@ -33,9 +34,11 @@ if [ "$(debug_kernel)" = yes ]; then OPS=${stress_ops:-400}; else OPS=${stress_o
 PROCS=${stress_procs:-2}
 THREADS=${stress_threads:-4}
 VARIANTS=${stress_variants:-$(core_variant)}
+# failslab (CONFIG_FAILSLAB: the debug kernel) only when asked for
+# (stress_failslab=1, e.g. `make stress KVER=6.12.107-peermemdbg FAILSLAB=1`).
 FAILSLAB=/sys/kernel/debug/failslab
-[ -d $FAILSLAB ] && : "${stress_failslab:=1}"
 FAILSLAB_ON=${stress_failslab:-0}
+[ "$FAILSLAB_ON" = 1 ] && [ ! -d $FAILSLAB ] && skip "stress_failslab=1 but this kernel has no failslab"
 BOOT_VARIANT=$(core_variant)
 
 # The variant pm_up loads the simulated core in (sim-common.inc asks this).
