@@ -273,8 +273,9 @@ impl StateGuard<'_> {
         }
         let alloc = rec.alloc;
         let addr = rec.table.ptr() as usize;
+        let va = rec.va;
         rec.table.retire();
-        self.quarantine(Retired::new(addr, true, how, seq));
+        self.quarantine(Retired::new(addr, true, how, seq).with_va(va));
         self.release_memory_if_unused(alloc);
     }
 
@@ -320,7 +321,6 @@ impl StateGuard<'_> {
         let runs = a.mem.runs_of(first, n)?;
         let table = PageTable::new(sys::param::pt_version(), n, |i| a.mem.page(first + i))?;
         let ptr = table.ptr();
-        self.forget_retired(ptr as usize, true);
         if self.delay_us > 0 {
             sys::usleep(u64::from(self.delay_us) * n as u64);
         }
@@ -374,6 +374,12 @@ impl StateGuard<'_> {
                         format_args!("nvidia_p2p_{} on {} page table", call.name(), kind),
                     );
                     return Err(EINVAL);
+                }
+                if pin.va != va && !persistent && self.late_put_of(table, va) {
+                    // A table freed after its callback, its address now
+                    // another pin's: the late put of the old one (benign).
+                    self.raced += 1;
+                    return Ok(());
                 }
                 if pin.va != va {
                     violation::report(

@@ -30,6 +30,8 @@ pub(crate) enum Released {
 pub(crate) struct Retired {
     addr: usize,
     is_table: bool,
+    /// A page table's VA (0 for a mapping).
+    va: u64,
     how: Released,
     at: u64,
     seq: u64,
@@ -43,11 +45,20 @@ impl Retired {
         Self {
             addr,
             is_table,
+            va: 0,
             how,
             at: sys::jiffies(),
             seq,
             releases: 0,
         }
+    }
+}
+
+impl Retired {
+    /// The same, for a page table of `va`.
+    pub(crate) fn with_va(mut self, va: u64) -> Self {
+        self.va = va;
+        self
     }
 }
 
@@ -91,19 +102,16 @@ impl GpuState {
         }
     }
 
-    /// A new page table (`is_table`) or mapping now lives at `addr`: an
-    /// older one of the same kind released there is no longer
-    /// recognisable.  One of the other kind is (page tables and mappings
-    /// share a slab size and are looked up by kind): a late put_pages of a
-    /// table freed after its callback stays benign when a mapping took its
-    /// address meanwhile (the stress campaign met this).
-    pub(crate) fn forget_retired(&mut self, addr: usize, is_table: bool) {
-        while let Some(i) = self
-            .retired
-            .find(|r| r.addr == addr && r.is_table == is_table)
-        {
-            self.retired.remove(i);
-        }
+    /// A released page table freed after its callback, at `addr`, for
+    /// `va`: a new table may live at that address now (the allocator hands
+    /// addresses out again), yet a late put_pages of the old one, by its
+    /// VA, is the benign race with the teardown, not a wrong VA.
+    pub(crate) fn late_put_of(&self, addr: usize, va: u64) -> bool {
+        self.retired
+            .find(|r| {
+                r.is_table && r.addr == addr && r.va == va && r.how == Released::ByCallback
+            })
+            .is_some()
     }
 
     /// Judges a use of released object `q` by `call`, which started at
@@ -134,7 +142,18 @@ impl GpuState {
         verdict
     }
 
+    /// Keeps `r` recognisable.  An older object of the same kind released
+    /// at the same address is forgotten only now, when the object that
+    /// reused the address is released too (while it lives, lookups find it
+    /// first; the older record still tells a late put of the old table,
+    /// see `late_put_of`).
     pub(crate) fn quarantine(&mut self, r: Retired) {
+        while let Some(i) = self
+            .retired
+            .find(|x| x.addr == r.addr && x.is_table == r.is_table)
+        {
+            self.retired.remove(i);
+        }
         if self.retired.count() >= QUARANTINE_MAX {
             let oldest = self
                 .retired
