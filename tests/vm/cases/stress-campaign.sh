@@ -16,7 +16,8 @@
 #   stress_variants=a,b  core variants (default: this boot's)
 #   stress_procs=P stress_threads=T stress_failslab=0|1 stress_fuzz=N
 # STRESS_MODULE=peermem_plant_<bug> (the plant-* negative controls) runs the
-# campaign against a module with a planted bug instead (no fuzz loop).
+# campaign against a module with a planted bug instead (no fuzz loop);
+# STRESS_MODES="invalidate" limits the peermem_rs modes.
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 CLIENT=${STRESS_MODULE:-peermem_rs}
@@ -71,7 +72,7 @@ stress_run() {
 [ "$FAILSLAB_ON" = 1 ] && { failslab_setup && ok "failslab armed for the campaign's processes" || bad "failslab setup"; }
 echo "  seed $SEED, $OPS operations per run, $PROCS processes x $THREADS threads, core variants: $VARIANTS"
 for V in ${VARIANTS//,/ }; do
-  for mode in invalidate persistent; do
+  for mode in ${STRESS_MODES:-invalidate persistent}; do
     check "[$V] providers + $CLIENT mode=$mode" pm_up mode=$mode || finish
     check "[$V/$mode] campaign: seed $SEED, $OPS ops, zero violations, nothing outstanding" stress_run "$V-$mode" ||
       { grep -E '^STRESS-FAIL' "/tmp/stress-$V-$mode.out" | head -5
