@@ -194,9 +194,29 @@ impl StateGuard<'_> {
             None if release => Ok(()),
             None => Err(EINVAL),
             Some(kind) => {
+                let (addr, how, releases, va, ms) = self.retired.get(q).map_or(
+                    (0, "?", 0, 0, 0),
+                    |r| {
+                        let how = match r.how {
+                            Released::ByCallback => "the driver after the free callback",
+                            Released::ByClient => "the client",
+                        };
+                        (r.addr, how, r.releases, r.va, sys::msecs_since(r.at))
+                    },
+                );
                 violation::report(
                     kind,
-                    format_args!("nvidia_p2p_{} on a released {}", call.name(), what),
+                    format_args!(
+                        "nvidia_p2p_{} on a released {} ({:#x}, VA {:#x}, released by {} {} ms \
+                         ago, {} late release(s) since)",
+                        call.name(),
+                        what,
+                        addr,
+                        va,
+                        how,
+                        ms,
+                        releases
+                    ),
                 );
                 Err(EINVAL)
             }

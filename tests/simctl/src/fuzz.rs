@@ -329,18 +329,30 @@ impl Fuzz<'_> {
             layout: LAYOUT_CONTIGUOUS,
             ..Default::default()
         };
+        let mut r = Ok(());
         if let Some(p) = RoPage::new(&a) {
             self.calls += 1;
-            if raw(self.dev, Sim::Gpu, NVSIM_IOC_ALLOC, p.addr()).is_ok() {
+            r = raw(self.dev, Sim::Gpu, NVSIM_IOC_ALLOC, p.addr());
+            if r.is_ok() {
                 self.failures
                     .push("gpu alloc succeeded into a read-only argument".into());
             }
         }
         let after = self.stat(Sim::Gpu, "allocations");
         if after != allocs_before {
+            let left: Vec<String> = self
+                .dev
+                .stats(Sim::Gpu)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.starts_with("alloc va="))
+                .map(String::from)
+                .collect();
             self.failures.push(format!(
-                "gpu alloc with a read-only argument left an allocation behind \
-                 (allocations {allocs_before} -> {after})"
+                "gpu alloc with a read-only argument failed with {} but left an allocation \
+                 behind (allocations {allocs_before} -> {after}: {})",
+                errno_name(r.err().unwrap_or(0)),
+                left.join("; ")
             ));
         }
         // A registration whose result cannot be written back.

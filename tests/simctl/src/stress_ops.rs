@@ -313,4 +313,3 @@ pub(crate) fn end_of_life(life: &Life, r: &mut Rng) {
         }
     }
 }
-
