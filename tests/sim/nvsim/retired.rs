@@ -102,6 +102,15 @@ impl GpuState {
         }
     }
 
+    /// The released page table at `addr` that a put_pages of `va` means.
+    /// `None`: that table's record is gone (another table of another VA
+    /// was released at the same address since, or the quarantine was
+    /// full) while other records at the address remain.
+    pub(crate) fn retired_table_for(&self, addr: usize, va: u64) -> Option<usize> {
+        self.retired
+            .find(|r| r.is_table && r.addr == addr && r.va == va)
+    }
+
     /// A released page table freed after its callback, at `addr`, for
     /// `va`: a new table may live at that address now (the allocator hands
     /// addresses out again), yet a late put_pages of the old one, by its
@@ -142,15 +151,17 @@ impl GpuState {
         verdict
     }
 
-    /// Keeps `r` recognisable.  An older object of the same kind released
-    /// at the same address is forgotten only now, when the object that
-    /// reused the address is released too (while it lives, lookups find it
-    /// first; the older record still tells a late put of the old table,
-    /// see `late_put_of`).
+    /// Keeps `r` recognisable.  An older object of the same kind (and, for
+    /// page tables, the same VA) released at the same address is forgotten
+    /// only now, when the object that reused the address is released too
+    /// (while it lives, lookups find it first).  Tables of other VAs keep
+    /// their records: a late put_pages names its table by address *and*
+    /// VA, and the allocator hands table addresses out again within
+    /// milliseconds (see `late_put_of`, `retired_table_for`).
     pub(crate) fn quarantine(&mut self, r: Retired) {
         while let Some(i) = self
             .retired
-            .find(|x| x.addr == r.addr && x.is_table == r.is_table)
+            .find(|x| x.addr == r.addr && x.is_table == r.is_table && x.va == r.va)
         {
             self.retired.remove(i);
         }

@@ -387,6 +387,7 @@ impl Fuzz<'_> {
             }
         }
         // The SG list pointer unwritable: the same.
+        let regs_before = self.stat(Sim::Core, "registrations");
         let mut reg = reg;
         if let Some(p) = RoPage::new(&[0u64; 4]) {
             reg.sg = p.addr();
