@@ -85,7 +85,7 @@ impl GpuState {
     pub(crate) fn find_table(&self, ptr: usize) -> Found {
         if let Some(i) = self.pins.find(|p| p.table.ptr() as usize == ptr) {
             Found::Live(i)
-        } else if let Some(i) = self.retired.find(|r| r.is_table && r.addr == ptr) {
+        } else if let Some(i) = self.newest_retired(ptr, true) {
             Found::Retired(i)
         } else {
             Found::Unknown
@@ -95,11 +95,21 @@ impl GpuState {
     pub(crate) fn find_mapping(&self, ptr: usize) -> Found {
         if let Some(i) = self.maps.find(|m| m.mapping.ptr() as usize == ptr) {
             Found::Live(i)
-        } else if let Some(i) = self.retired.find(|r| !r.is_table && r.addr == ptr) {
+        } else if let Some(i) = self.newest_retired(ptr, false) {
             Found::Retired(i)
         } else {
             Found::Unknown
         }
+    }
+
+    /// The most recently released table (or mapping) at `addr`: several
+    /// tables of different VAs may have been released there.
+    fn newest_retired(&self, addr: usize, is_table: bool) -> Option<usize> {
+        self.retired
+            .iter()
+            .filter(|(_, r)| r.is_table == is_table && r.addr == addr)
+            .max_by_key(|(_, r)| r.seq)
+            .map(|(i, _)| i)
     }
 
     /// The released page table at `addr` that a put_pages of `va` means.
