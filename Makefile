@@ -9,6 +9,12 @@
 #   make bench           registration cost of peer-memory clients on the simulators'
 #                        latency model (BENCH_CLIENTS="KO|LABEL|PARAMS;..."): a table,
 #                        bench.json and bench.svg (tests/vm/cases/bench.sh)
+#   make stress SEED= OPS=  the seeded stress and fault campaign (tests/vm/cases/stress-campaign.sh)
+#                        on one kernel (KVER=, default the newest Debian one), OPS operations
+#                        per run, one run per peermem_rs mode and per core variant
+#                        (VARIANTS=current,mlnx-old,no-unmaps); FAILSLAB=1 on a kernel with
+#                        failslab (the debug one); a failure prints the seed and the
+#                        command that repeats it
 #   make vm-shell KVER=  an interactive VM of the bench (KVER from tests/bench/versions.env)
 #   make check           host-side tests only (cargo test)
 #   make clean
@@ -24,7 +30,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 # A clang-built kernel (our 6.12 debug kernel) needs its modules built with LLVM=1.
 KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLVM=1)
 
-.PHONY: all modules modules_install clean demo test bench vm-shell check
+.PHONY: all modules modules_install clean demo test bench stress vm-shell check
 
 all: modules
 
@@ -49,6 +55,9 @@ test:
 
 bench:
 	bash tests/bench/run.sh --bench
+
+stress:
+	SEED="$(SEED)" OPS="$(OPS)" VARIANTS="$(VARIANTS)" FAILSLAB="$(FAILSLAB)" KVER="$(KVER)" bash tests/bench/run.sh --stress
 
 vm-shell:
 	bash tests/bench/run.sh --shell $(KVER)

@@ -26,7 +26,18 @@ mkdir -p "$ROOT$IDSRC"
 rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
   --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$IDSRC/"
 
-dirs="$SRC $IDSRC"
+# The stress campaign's negative controls (PEERMEM_PLANTS="leak_sg ...",
+# set by run.sh only when a plant-* case runs): the module with that bug
+# planted, peermem_plant_<bug>.ko, each from a copy of its own.
+plant_dirs=
+for p in ${PEERMEM_PLANTS:-}; do
+  mkdir -p "$ROOT$SRC-plant-$p"
+  rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
+    --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$SRC-plant-$p/"
+  plant_dirs="$plant_dirs $SRC-plant-$p"
+done
+
+dirs="$SRC $IDSRC$plant_dirs"
 for kb in "$ROOT$SRC"/tests/*/Kbuild; do [ -f "$kb" ] && dirs="$dirs ${kb%/Kbuild}"; done
 symvers=; status=0
 for d in $dirs; do
@@ -35,6 +46,7 @@ for d in $dirs; do
   name=${d#$SRC}; name=${name#/}; name=${name:-peermem_rs}; extra=
   [ "$d" = "$SRC" ] && extra=CLIPPY=1
   [ "$d" = "$IDSRC" ] && { name=nvidia_peermem; extra=PEERMEM_NAME=nvidia_peermem; }
+  case $d in "$SRC"-plant-*) name=peermem_plant_${d#"$SRC"-plant-}; extra=PEERMEM_PLANT=${d#"$SRC"-plant-};; esac
   if ! in_root make -s -C "$KDIR" M="$d" $LLVM $extra KBUILD_EXTRA_SYMBOLS="$symvers" modules > "$ROOT$d/build.log" 2>&1; then
     echo "BUILD-FAIL $KVER $name"; grep -E 'error|warning' -A5 "$ROOT$d/build.log" | head -60; cat "$ROOT$d/build.log" | tail -20
     status=1; continue
@@ -44,7 +56,7 @@ for d in $dirs; do
     echo "BUILD-FAIL $KVER $name: compiler warnings"; grep -E 'warning' -A8 "$ROOT$d/build.log" | head -60; status=1
   fi
   # The identity build exports nothing the test modules use.
-  [ "$d" = "$IDSRC" ] || symvers="$symvers $d/Module.symvers"
+  case $d in "$IDSRC"|"$SRC"-plant-*) ;; *) symvers="$symvers $d/Module.symvers";; esac
   cp "$ROOT$d"/*.ko "$ROOT$OUT/" 2>/dev/null || true
 done
 # Import check.

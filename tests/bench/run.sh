@@ -9,10 +9,12 @@
 #   3. per kernel: build our modules, boot the VM, run the in-VM cases.
 # Last line: "N passed, N failed, N skipped" over everything; exit 1 on any
 # failure.
-#   run.sh [--demo | --bench | --shell KVER | --host-only]
+#   run.sh [--demo | --bench | --stress | --shell KVER | --host-only]
 #   --bench (make bench): registration cost of the peer-memory clients under
 #   test on the simulators' latency model, on one kernel (BENCH_KERNEL); see
 #   tests/vm/cases/bench.sh for BENCH_CLIENTS and the other settings.
+#   --stress (make stress): the stress-campaign case alone on KVER (default
+#   the newest Debian kernel), with SEED, OPS, VARIANTS passed into the VM
 #   KERNELS="k1 k2"  restrict the matrix;  CASES=a,b  run these cases instead
 #   of tests/vm/suite.list;  STAGE=/peermem-x  a private stage in the chroot.
 # make bench has a stage of its own: it may run next to make test.
@@ -20,8 +22,8 @@
 . "$(dirname "$0")/lib.sh"
 mode=test
 case "${1:-}" in
-  --demo) mode=demo;; --bench) mode=bench;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
-  "") ;; *) die "usage: run.sh [--demo | --bench | --shell KVER | --host-only]";;
+  --demo) mode=demo;; --bench) mode=bench;; --stress) mode=stress;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
+  "") ;; *) die "usage: run.sh [--demo | --bench | --stress | --shell KVER | --host-only]";;
 esac
 KERNELS=${KERNELS:-$MATRIX_KERNELS}
 export STAGE
@@ -174,6 +176,20 @@ case $mode in
     # The whole measurement in one case (15 min is the budget of make bench).
     : "${VM_TIMEOUT:=1080}"; export VM_TIMEOUT
     VM_APPEND="${VM_APPEND:-} CASE_TIMEOUT=${BENCH_CASE_TIMEOUT:-1000}" ;;
+  stress)
+    # The campaign drives the simulators with simctl: build and stage it.
+    timed "simctl" run_cargo_tests --build-only tests/simctl || fatal "stress: building tests/simctl failed"
+    KERNELS=${KVER:-$DEFAULT_KERNEL}; CASES=stress-campaign
+    SEED=${SEED:-$(date +%s)}; OPS=${OPS:-20000}; VARIANTS=${VARIANTS:-current,mlnx-old,no-unmaps}
+    # Limits from the operation count: 4 ms per operation is far above
+    # what the Debian kernels need under TCG (about 1 ms), the debug
+    # kernel gets ten times that.
+    runs=$(( 2 * $(echo "$VARIANTS" | tr , '\n' | grep -c .) ))
+    per_case=$(( 600 + runs * OPS * 4 / 1000 ))
+    is_debug_kernel "$KERNELS" && per_case=$(( per_case * 10 ))
+    export VM_TIMEOUT=$(( per_case + 600 ))
+    echo "== stress campaign: seed $SEED, $OPS operations per run, variants $VARIANTS, kernel $KERNELS (limit ${per_case}s)"
+    VM_APPEND="${VM_APPEND:-} stress_seed=$SEED stress_ops=$OPS stress_variants=$VARIANTS stress_failslab=${FAILSLAB:-0} CASE_TIMEOUT=$per_case" ;;
 esac
 # The negative controls (tests/vm/selfcheck.list), in a boot of their own:
 # each must fail, for the reason its regex names.
@@ -212,11 +228,25 @@ core_variant_for() {
   esac
 }
 
+# The planted-bug modules (Kbuild PEERMEM_PLANT) are built only for a kernel
+# whose boot runs a plant-* case: named in CASES, or the debug kernel's
+# negative controls.
+plants_for() {
+  local names=",$CASES," p
+  if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && is_debug_kernel "$1"; then
+    names="$names$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/selfcheck.list" | cut -f1 | paste -sd,),"
+  fi
+  for p in put_in_callback use_after_callback leak_sg; do
+    case $names in *,plant-${p//_/-},*) echo "$p";; esac
+  done
+}
+
 # One kernel: prepare, build, (DKMS install), boot the VM with the cases.
 # BG=1 boots it in the background (collect_vm later).
 run_kernel() { # run_kernel KVER
   local k=$1
   echo; echo "== kernel $k"
+  PEERMEM_PLANTS=$(plants_for "$k" | paste -sd' '); export PEERMEM_PLANTS
   if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; return 1; fi
   if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; return 1; fi
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
@@ -248,6 +278,9 @@ collect_vm() { # collect_vm KVER
   elif [ "$mode" = bench ]; then
     grep -E '^(ok|FAIL|info|latency model)' "$RESULTS/vm-$k.out" || true
     bench_report "$RESULTS/vm-$k.out" || record fail "bench-report:$k"
+  elif [ "$mode" = stress ]; then
+    sed -nE '/^VMCASE-BEGIN stress-campaign/,/^VMCASE-END stress-campaign/p' "$RESULTS/vm-$k.out" | grep -vE '^VMMARK' || true
+    grep -E '^(VM died|VMSUMMARY)' "$RESULTS/vm-$k.out" || true
   else
     echo; echo "== kernel $k: verdicts"
     grep -vE '^VMMARK' "$RESULTS/vm-$k.out" | sed -nE '/^VMBOOT/,$p' | grep -E '^(ok|FAIL|skip|VMCASE-END|VM died|VMSUMMARY)' || true

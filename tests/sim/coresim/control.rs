@@ -95,7 +95,16 @@ impl Context {
             dma_map_ns: t.dma_map_ns,
             total_ns: t.total_ns,
         };
-        arg.sg_count = copy_sg(&reg, arg.sg, arg.sg_max)?;
+        match copy_sg(&reg, arg.sg, arg.sg_max) {
+            Ok(n) => arg.sg_count = n,
+            Err(e) => {
+                // The caller never learns the handle: undo it.
+                if let Some(reg) = TABLES.lock().take_reg(self.id, handle) {
+                    mr::deregister(reg);
+                }
+                return Err(e);
+            }
+        }
         Ok(())
     }
 
@@ -120,7 +129,8 @@ impl Context {
     /// uverbs disassociate: a kernel worker deregisters the registration
     /// (not the owning process); returns when it is done.
     pub(crate) fn disassociate(&self, arg: &pcsim_handle) -> Result {
-        let reg = TABLES.lock().take_reg(self.id, arg.handle).ok_or(ENOENT)?;
+        // Allocate first: a failure must not lose the registration.
+        let reg = TABLES.lock().reg(self.id, arg.handle).ok_or(ENOENT)?;
         let done = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
         let job = KBox::new(
             crate::entry::DeregJob {
@@ -129,6 +139,10 @@ impl Context {
             },
             GFP_KERNEL,
         )?;
+        if TABLES.lock().take_reg(self.id, arg.handle).is_none() {
+            // Deregistered meanwhile by another thread of the process.
+            return Err(ENOENT);
+        }
         crate::entry::spawn_dereg(job)?;
         while !done.load(Ordering::Acquire) {
             sys::msleep(2);

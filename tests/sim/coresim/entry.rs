@@ -279,12 +279,16 @@ pub(crate) struct DeregJob {
     pub(crate) done: Arc<core::sync::atomic::AtomicBool>,
 }
 
-/// Starts `job` on the core's work queue.
+/// Starts `job` on the core's work queue; if it cannot be queued, the
+/// registration is deregistered here instead (never lost) and the error
+/// returned.
 pub(crate) fn spawn_dereg(job: KBox<DeregJob>) -> Result {
     let raw = KBox::into_raw(job).cast::<c_void>();
     sys::run_async(pcsim_dereg_job, raw).inspect_err(|_| {
         // SAFETY: not queued, so this is the only use of `raw`.
-        drop(unsafe { KBox::from_raw(raw.cast::<DeregJob>()) });
+        let job = unsafe { KBox::from_raw(raw.cast::<DeregJob>()) };
+        let DeregJob { reg, .. } = KBox::into_inner(job);
+        mr::deregister(reg);
     })
 }
 

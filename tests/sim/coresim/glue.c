@@ -435,8 +435,16 @@ static long pcsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case PCSIM_IOC_DEREG_TIMED: ret = pcsim_rs_ioctl_dereg_timed(ctx, &u.dereg); break;
 	default: return -ENOTTY;
 	}
-	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd)))
+	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd))) {
+		/* The caller never learns the handle: undo the registration
+		 * instead of leaving it to the close of the file. */
+		if (cmd == PCSIM_IOC_REG) {
+			struct pcsim_handle h = { .handle = u.reg.handle };
+
+			pcsim_rs_ioctl_dereg(ctx, &h);
+		}
 		return -EFAULT;
+	}
 	return ret;
 }
 

@@ -34,7 +34,10 @@ pub(crate) struct Hook {
 impl Hook {
     /// The hook of a `struct pcsim_reg`.
     pub(crate) fn from_uapi(r: &pcsim_reg) -> Result<Self> {
-        if r.hook_step > PCSIM_STEP_IN_DEREG || r.hook_action > PCSIM_ACTION_DELAY {
+        if r.hook_step > PCSIM_STEP_IN_DEREG
+            || r.hook_action > PCSIM_ACTION_DELAY
+            || r.hook_ms > crate::bindings::PCSIM_MAX_HOOK_MS
+        {
             return Err(EINVAL);
         }
         Ok(Self {

@@ -64,7 +64,10 @@ struct nvsim_fault {
 	__u32 reserved;
 };
 
-/* Sleep this long per 64 KiB page in get_pages (models pin cost). */
+/* Sleep this long per 64 KiB page in get_pages (models pin cost); at most
+ * NVSIM_MAX_DELAY_US (a larger value is EINVAL: it would hold the API lock
+ * for hours). */
+#define NVSIM_MAX_DELAY_US	1000000
 struct nvsim_delay {
 	__u32 us_per_page;
 	__u32 reserved;
@@ -80,10 +83,11 @@ struct nvsim_delay {
 					 * before linking the mapping */
 #define NVSIM_HOOK_UNMAP	3	/* dma_unmap_pages, with the mapping in flight */
 #define NVSIM_HOOK_SITES	4
+#define NVSIM_MAX_WAIT_MS	60000	/* a longer wait_ms is EINVAL */
 struct nvsim_hook {
 	__u32 site;
 	__u32 count;
-	__u32 wait_ms;		/* 0: 200 ms */
+	__u32 wait_ms;		/* 0: 200 ms; at most NVSIM_MAX_WAIT_MS */
 	__u32 reserved;
 };
 
@@ -111,6 +115,7 @@ struct nvsim_cost {
 /* --- peer_core_sim ------------------------------------------------------- */
 
 /* Step hooks of a registration (struct pcsim_reg.hook_step). */
+#define PCSIM_MAX_HOOK_MS	60000
 #define PCSIM_STEP_NONE		0
 #define PCSIM_STEP_AFTER_ACQUIRE 1	/* after acquire, before get_pages */
 #define PCSIM_STEP_AFTER_GET_PAGES 2	/* after get_pages (mapping lock held) */
@@ -154,7 +159,8 @@ struct pcsim_reg {
 	__u32 access;
 	__u32 hook_step;	/* PCSIM_STEP_* */
 	__u32 hook_action;	/* PCSIM_ACTION_* */
-	__u32 hook_ms;		/* delay, or the longest wait after a free */
+	__u32 hook_ms;		/* delay, or the longest wait after a free; at
+				 * most PCSIM_MAX_HOOK_MS (else EINVAL) */
 	__u64 hook_va;		/* the VA the free hook frees; 0: this va */
 	__u64 sg;		/* user pointer to struct pcsim_sge[sg_max] (may be 0) */
 	__u32 sg_max;

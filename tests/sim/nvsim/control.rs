@@ -51,8 +51,12 @@ impl Context {
         API.state().set_fault(arg.site, arg.count, arg.err)
     }
 
-    /// Sets the pin delay.
+    /// Sets the pin delay (bounded: a day-long sleep under the API lock
+    /// is no knob, it is a hang).
     pub(crate) fn delay(&self, arg: &nvsim_delay) -> Result {
+        if arg.us_per_page > crate::bindings::NVSIM_MAX_DELAY_US {
+            return Err(EINVAL);
+        }
         API.state().set_delay(arg.us_per_page);
         Ok(())
     }

@@ -205,8 +205,16 @@ static long nvsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case NVSIM_IOC_COST: ret = nvsim_rs_ioctl_cost(ctx, &u.cost); break;
 	default: return -ENOTTY;
 	}
-	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd)))
+	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd))) {
+		/* The caller never learns the VA: free the allocation instead
+		 * of leaving it to the close of the file. */
+		if (cmd == NVSIM_IOC_ALLOC) {
+			struct nvsim_free f = { .va = u.alloc.va };
+
+			nvsim_rs_ioctl_free(ctx, &f);
+		}
 		return -EFAULT;
+	}
 	return ret;
 }
 

@@ -59,7 +59,7 @@ impl Armed {
     /// Arms (or, with count 0, disarms) a site.
     pub(crate) fn set(&mut self, h: &nvsim_hook) -> Result {
         let i = h.site as usize;
-        if i == 0 || i >= self.count.len() {
+        if i == 0 || i >= self.count.len() || h.wait_ms > crate::bindings::NVSIM_MAX_WAIT_MS {
             return Err(EINVAL);
         }
         self.count[i] = h.count;

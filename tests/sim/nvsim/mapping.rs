@@ -126,7 +126,6 @@ impl StateGuard<'_> {
         peer: NonNull<pci_dev>,
     ) -> Result<*mut nvidia_p2p_dma_mapping> {
         let ptr = mapping.ptr();
-        self.forget_retired(ptr as usize);
         if !self.still_live(pro) || self.pins.get(pro.pin).is_some_and(|p| p.called) {
             Event::MapRacedFree.count();
             pr_info!(

@@ -30,6 +30,8 @@ pub(crate) enum Released {
 pub(crate) struct Retired {
     addr: usize,
     is_table: bool,
+    /// A page table's VA (0 for a mapping).
+    va: u64,
     how: Released,
     at: u64,
     seq: u64,
@@ -43,11 +45,20 @@ impl Retired {
         Self {
             addr,
             is_table,
+            va: 0,
             how,
             at: sys::jiffies(),
             seq,
             releases: 0,
         }
+    }
+}
+
+impl Retired {
+    /// The same, for a page table of `va`.
+    pub(crate) fn with_va(mut self, va: u64) -> Self {
+        self.va = va;
+        self
     }
 }
 
@@ -74,7 +85,7 @@ impl GpuState {
     pub(crate) fn find_table(&self, ptr: usize) -> Found {
         if let Some(i) = self.pins.find(|p| p.table.ptr() as usize == ptr) {
             Found::Live(i)
-        } else if let Some(i) = self.retired.find(|r| r.is_table && r.addr == ptr) {
+        } else if let Some(i) = self.newest_retired(ptr, true) {
             Found::Retired(i)
         } else {
             Found::Unknown
@@ -84,19 +95,42 @@ impl GpuState {
     pub(crate) fn find_mapping(&self, ptr: usize) -> Found {
         if let Some(i) = self.maps.find(|m| m.mapping.ptr() as usize == ptr) {
             Found::Live(i)
-        } else if let Some(i) = self.retired.find(|r| !r.is_table && r.addr == ptr) {
+        } else if let Some(i) = self.newest_retired(ptr, false) {
             Found::Retired(i)
         } else {
             Found::Unknown
         }
     }
 
-    /// A new object now lives at `addr`: an older one released there is
-    /// no longer recognisable.
-    pub(crate) fn forget_retired(&mut self, addr: usize) {
-        while let Some(i) = self.retired.find(|r| r.addr == addr) {
-            self.retired.remove(i);
-        }
+    /// The most recently released table (or mapping) at `addr`: several
+    /// tables of different VAs may have been released there.
+    fn newest_retired(&self, addr: usize, is_table: bool) -> Option<usize> {
+        self.retired
+            .iter()
+            .filter(|(_, r)| r.is_table == is_table && r.addr == addr)
+            .max_by_key(|(_, r)| r.seq)
+            .map(|(i, _)| i)
+    }
+
+    /// The released page table at `addr` that a put_pages of `va` means.
+    /// `None`: that table's record is gone (another table of another VA
+    /// was released at the same address since, or the quarantine was
+    /// full) while other records at the address remain.
+    pub(crate) fn retired_table_for(&self, addr: usize, va: u64) -> Option<usize> {
+        self.retired
+            .find(|r| r.is_table && r.addr == addr && r.va == va)
+    }
+
+    /// A released page table freed after its callback, at `addr`, for
+    /// `va`: a new table may live at that address now (the allocator hands
+    /// addresses out again), yet a late put_pages of the old one, by its
+    /// VA, is the benign race with the teardown, not a wrong VA.
+    pub(crate) fn late_put_of(&self, addr: usize, va: u64) -> bool {
+        self.retired
+            .find(|r| {
+                r.is_table && r.addr == addr && r.va == va && r.how == Released::ByCallback
+            })
+            .is_some()
     }
 
     /// Judges a use of released object `q` by `call`, which started at
@@ -127,7 +161,20 @@ impl GpuState {
         verdict
     }
 
+    /// Keeps `r` recognisable.  An older object of the same kind (and, for
+    /// page tables, the same VA) released at the same address is forgotten
+    /// only now, when the object that reused the address is released too
+    /// (while it lives, lookups find it first).  Tables of other VAs keep
+    /// their records: a late put_pages names its table by address *and*
+    /// VA, and the allocator hands table addresses out again within
+    /// milliseconds (see `late_put_of`, `retired_table_for`).
     pub(crate) fn quarantine(&mut self, r: Retired) {
+        while let Some(i) = self
+            .retired
+            .find(|x| x.addr == r.addr && x.is_table == r.is_table && x.va == r.va)
+        {
+            self.retired.remove(i);
+        }
         if self.retired.count() >= QUARANTINE_MAX {
             let oldest = self
                 .retired
@@ -168,9 +215,29 @@ impl StateGuard<'_> {
             None if release => Ok(()),
             None => Err(EINVAL),
             Some(kind) => {
+                let (addr, how, releases, va, ms) = self.retired.get(q).map_or(
+                    (0, "?", 0, 0, 0),
+                    |r| {
+                        let how = match r.how {
+                            Released::ByCallback => "the driver after the free callback",
+                            Released::ByClient => "the client",
+                        };
+                        (r.addr, how, r.releases, r.va, sys::msecs_since(r.at))
+                    },
+                );
                 violation::report(
                     kind,
-                    format_args!("nvidia_p2p_{} on a released {}", call.name(), what),
+                    format_args!(
+                        "nvidia_p2p_{} on a released {} ({:#x}, VA {:#x}, released by {} {} ms \
+                         ago, {} late release(s) since)",
+                        call.name(),
+                        what,
+                        addr,
+                        va,
+                        how,
+                        ms,
+                        releases
+                    ),
                 );
                 Err(EINVAL)
             }

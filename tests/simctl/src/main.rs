@@ -26,9 +26,13 @@
 mod bench;
 mod cmd;
 mod dev;
+mod fuzz;
 mod num;
 mod proc;
+mod rng;
 mod script;
+mod stress;
+mod stress_ops;
 mod uapi;
 
 use std::io::Read;
@@ -47,6 +51,20 @@ fn main() -> ExitCode {
         }
         Some("bench") => return exit(bench::main(&args[1..])),
         Some("bench-worker") => return exit(bench::worker_main(&args[1..])),
+        Some("stress") => {
+            return if stress::main(&args[1..]) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
+        Some("fuzz") => {
+            return if fuzz::main(&args[1..]) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
         Some("run") => args[1..].join(" "),
         Some("script") => {
             let mut s = String::new();

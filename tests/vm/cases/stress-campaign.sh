@@ -1,0 +1,100 @@
+#!/bin/bash
+# stress-campaign: the seeded stress and fault campaign (simctl stress) in
+# each peermem_rs mode and each core variant asked for, then the fuzz loop
+# over the simulators' control devices (simctl fuzz).  After every run: the
+# campaign's own end-state check (no pins, persistent pins, DMA mappings or
+# core registrations left, every violation counter 0), peermem_rs has no
+# live registration and nothing pinned, and everything unloads; run_case
+# fails the case on any kernel-log report (KASAN, lockdep, UBSAN, kmemleak,
+# hung task, WARN).  With stress_failslab=1 (a kernel with CONFIG_FAILSLAB)
+# the campaign's processes run with failslab (task-filtered) failing a
+# share of their slab allocations.
+#
+# Parameters (kernel command line of the VM, see `make stress`):
+#   stress_seed=S      the seed (default: fixed for `make test`)
+#   stress_ops=N       operations per run (default: small for `make test`)
+#   stress_variants=a,b  core variants (default: this boot's)
+#   stress_procs=P stress_threads=T stress_failslab=0|1 stress_fuzz=N
+# STRESS_MODULE=peermem_plant_<bug> (the plant-* negative controls) runs the
+# campaign against a module with a planted bug instead (no fuzz loop);
+# STRESS_MODES="invalidate" limits the peermem_rs modes.
+. "${vmstage:-/peermem}/vm/lib.sh"
+. "$CASES/module-common.inc"
+CLIENT=${STRESS_MODULE:-peermem_rs}
+KO=$MODS/$CLIENT.ko
+STATS=/sys/kernel/debug/$CLIENT/stats
+# pm_down for whichever client this run loaded.
+pm_down() {
+  local rc=0
+  grep -q "^$CLIENT " /proc/modules && { rmmod "$CLIENT" || rc=1; }
+  sim_unload || rc=1
+  return $rc
+}
+SEED=${stress_seed:-20261123}
+if [ "$(debug_kernel)" = yes ]; then OPS=${stress_ops:-400}; else OPS=${stress_ops:-3000}; fi
+PROCS=${stress_procs:-2}
+THREADS=${stress_threads:-4}
+VARIANTS=${stress_variants:-$(core_variant)}
+# failslab (CONFIG_FAILSLAB: the debug kernel) only when asked for
+# (stress_failslab=1, e.g. `make stress KVER=6.12.107-peermemdbg FAILSLAB=1`).
+FAILSLAB=/sys/kernel/debug/failslab
+FAILSLAB_ON=${stress_failslab:-0}
+[ "$FAILSLAB_ON" = 1 ] && [ ! -d $FAILSLAB ] && skip "stress_failslab=1 but this kernel has no failslab"
+BOOT_VARIANT=$(core_variant)
+
+# The variant pm_up loads the simulated core in (sim-common.inc asks this).
+core_variant() { echo "${V:-$BOOT_VARIANT}"; }
+
+# failslab_setup: fail 1 in 20 slab allocations of the tasks that opt in
+# (/proc/PID/make-it-fail, inherited by their children), sleeping ones too,
+# without the stack dumps of every failure.
+failslab_setup() {
+  echo Y > $FAILSLAB/task-filter
+  echo N > $FAILSLAB/ignore-gfp-wait
+  echo 5 > $FAILSLAB/probability
+  echo 0 > $FAILSLAB/interval
+  echo -1 > $FAILSLAB/times
+  echo 0 > $FAILSLAB/space
+  echo 0 > $FAILSLAB/verbose
+}
+
+# stress_run NAME -- one campaign run; its output in /tmp/stress-NAME.out.
+stress_run() {
+  local out=/tmp/stress-$1.out r=0 t0 fs=()
+  t0=$(date +%s)
+  [ "$FAILSLAB_ON" = 1 ] && fs=(--failslab)
+  "$SIMCTL" stress --seed "$SEED" --ops "$OPS" --procs "$PROCS" --threads "$THREADS" "${fs[@]}" > "$out" 2>&1 || r=$?
+  grep -E '^stress (op|seed|ok)|^STRESS-FAIL' "$out" | sed 's/^/    /'
+  echo "    ($(( $(date +%s) - t0 )) s)"
+  return $r
+}
+
+[ "$FAILSLAB_ON" = 1 ] && { failslab_setup && ok "failslab armed for the campaign's processes" || bad "failslab setup"; }
+echo "  seed $SEED, $OPS operations per run, $PROCS processes x $THREADS threads, core variants: $VARIANTS"
+for V in ${VARIANTS//,/ }; do
+  for mode in ${STRESS_MODES:-invalidate persistent}; do
+    check "[$V] providers + $CLIENT mode=$mode" pm_up mode=$mode || finish
+    check "[$V/$mode] campaign: seed $SEED, $OPS ops, zero violations, nothing outstanding" stress_run "$V-$mode" ||
+      { grep -E '^STRESS-FAIL' "/tmp/stress-$V-$mode.out" | head -5
+        echo "    reproduce: make stress SEED=$SEED OPS=$OPS  (core variant $V, mode=$mode)"; }
+    check "[$V/$mode] the campaign registered through $CLIENT" test "$(pm_stat registrations)" -gt 0
+    check "[$V/$mode] no live registration left in $CLIENT" test "$(pm_stat live_registrations)" = 0
+    check "[$V/$mode] nothing pinned by $CLIENT" test "$(pm_stat pinned_bytes)" = 0
+    check "[$V/$mode] no SG table left in $CLIENT" test "$(pm_stat sg_tables)" = 0
+    no_leaks
+    check "[$V/$mode] $CLIENT and the simulators unload" pm_down
+  done
+done
+V=
+if [ "$(debug_kernel)" = yes ]; then
+  leaks=$(kmemleak_scan)
+  check "kmemleak: no unreferenced object after the campaign" test -z "$leaks" || head -n 40 <<< "$leaks"
+fi
+[ -n "${STRESS_MODULE:-}" ] && finish
+# Bad input: the control devices answer garbage with an errno, never an oops.
+check "simulators + peermem_rs loaded for the fuzz loop" pm_up mode=invalidate || finish
+check "fuzz loop over the control devices (seed $SEED)" "$SIMCTL" fuzz --seed "$SEED" --iters "${stress_fuzz:-3000}"
+check "fuzz: no contract violation counted" sim_check
+check "fuzz: nothing pinned" test "$(gpu_get pins),$(gpu_get mappings)" = 0,0
+check "everything unloads after the fuzz" pm_down
+finish
