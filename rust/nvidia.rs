@@ -532,11 +532,11 @@ impl Pins {
         self.unmapping = false;
     }
 
-    /// Takes the pin out to release it.
     /// Negative control (PEERMEM_PLANT=use_after_callback, never in the
     /// product): reads the entry count of a table the driver freed after
     /// its free callback -- a use after free.
     #[cfg(peermem_plant_use_after_callback)]
+    #[inline(never)] // KASAN's report must name it (tests/vm/selfcheck.list)
     pub(crate) fn touch_stale(&mut self) -> u32 {
         match self.stale.take() {
             // SAFETY: none: this is the planted bug (the driver freed the
@@ -549,6 +549,7 @@ impl Pins {
         }
     }
 
+    /// Takes the pin out to release it.
     pub(crate) fn take_table(&mut self) -> Option<PageTable> {
         self.table.take()
     }
