@@ -11,8 +11,8 @@
 #                        bench.json and bench.svg (tests/vm/cases/bench.sh)
 #   make stress SEED= OPS=  the seeded stress and fault campaign (tests/vm/cases/stress-campaign.sh)
 #                        on one kernel (KVER=, default the newest Debian one), OPS operations
-#                        per run, one run per peermem_rs mode and per core variant
-#                        (VARIANTS=current,mlnx-old,no-unmaps); FAILSLAB=1 on a kernel with
+#                        in all, shared by one run per peermem_rs mode (MODES=invalidate,persistent)
+#                        and core variant (VARIANTS=current,mlnx-old,no-unmaps); FAILSLAB=1 on a kernel with
 #                        failslab (the debug one); a failure prints the seed and the
 #                        command that repeats it
 #   make vm-shell KVER=  an interactive VM of the bench (KVER from tests/bench/versions.env)
@@ -57,7 +57,7 @@ bench:
 	bash tests/bench/run.sh --bench
 
 stress:
-	SEED="$(SEED)" OPS="$(OPS)" VARIANTS="$(VARIANTS)" FAILSLAB="$(FAILSLAB)" KVER="$(KVER)" bash tests/bench/run.sh --stress
+	SEED="$(SEED)" OPS="$(OPS)" VARIANTS="$(VARIANTS)" MODES="$(MODES)" FAILSLAB="$(FAILSLAB)" KVER="$(KVER)" bash tests/bench/run.sh --stress
 
 vm-shell:
 	bash tests/bench/run.sh --shell $(KVER)

@@ -14,10 +14,12 @@
 #   stress_seed=S      the seed (default: fixed for `make test`)
 #   stress_ops=N       operations per run (default: small for `make test`)
 #   stress_variants=a,b  core variants (default: this boot's)
+#   stress_modes=a,b   peermem_rs modes (default: invalidate,persistent)
 #   stress_procs=P stress_threads=T stress_failslab=0|1 stress_fuzz=N
 # STRESS_MODULE=peermem_plant_<bug> (the plant-* negative controls) runs the
 # campaign against a module with a planted bug instead (no fuzz loop);
 # STRESS_MODES="invalidate" limits the peermem_rs modes.
+MODES=${STRESS_MODES:-${stress_modes:-invalidate,persistent}}
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 CLIENT=${STRESS_MODULE:-peermem_rs}
@@ -72,11 +74,11 @@ stress_run() {
 [ "$FAILSLAB_ON" = 1 ] && { failslab_setup && ok "failslab armed for the campaign's processes" || bad "failslab setup"; }
 echo "  seed $SEED, $OPS operations per run, $PROCS processes x $THREADS threads, core variants: $VARIANTS"
 for V in ${VARIANTS//,/ }; do
-  for mode in ${STRESS_MODES:-invalidate persistent}; do
+  for mode in ${MODES//,/ }; do
     check "[$V] providers + $CLIENT mode=$mode" pm_up mode=$mode || finish
     check "[$V/$mode] campaign: seed $SEED, $OPS ops, zero violations, nothing outstanding" stress_run "$V-$mode" ||
       { grep -E '^STRESS-FAIL' "/tmp/stress-$V-$mode.out" | head -5
-        echo "    reproduce: make stress SEED=$SEED OPS=$OPS  (core variant $V, mode=$mode)"; }
+        echo "    reproduce: make stress SEED=$SEED OPS=$OPS VARIANTS=$V MODES=$mode KVER=$(uname -r) FAILSLAB=$FAILSLAB_ON"; }
     check "[$V/$mode] the campaign registered through $CLIENT" test "$(pm_stat registrations)" -gt 0
     check "[$V/$mode] no live registration left in $CLIENT" test "$(pm_stat live_registrations)" = 0
     check "[$V/$mode] nothing pinned by $CLIENT" test "$(pm_stat pinned_bytes)" = 0
