@@ -58,8 +58,8 @@ nothing_left() { # nothing_left LABEL
 decoy() { # decoy add|del KVER -- an nvidia-peermem.ko in the kernel's own tree
   local d=/lib/modules/$2/kernel/drivers/video f
   if [ "$1" = add ]; then
-    f=$(cd "$ROOT/lib/modules/$2/kernel" && find . -name 'dummy.ko*' | head -1)
-    [ -n "$f" ] || f=$(cd "$ROOT/lib/modules/$2/kernel" && find . -name '*.ko*' | head -1)
+    f=$(cd "$ROOT/lib/modules/$2/kernel" && find . -name 'dummy.ko*' -print -quit)
+    [ -n "$f" ] || f=$(cd "$ROOT/lib/modules/$2/kernel" && find . -name '*.ko*' -print -quit)
     mkdir -p "$ROOT$d"; cp "$ROOT/lib/modules/$2/kernel/$f" "$ROOT$d/nvidia-peermem.ko${f##*.ko}"
   else
     rm -f "$ROOT$d"/nvidia-peermem.ko*; rmdir "$ROOT$d" 2>/dev/null || true

@@ -197,7 +197,9 @@ case $mode in
     is_debug_kernel "$KERNELS" && per_case=$(( per_case * 10 ))
     export VM_TIMEOUT=$(( per_case + 600 ))
     echo "== stress campaign: seed $SEED, $OPS operations: $runs runs of $per_run (variants $VARIANTS x modes $MODES), kernel $KERNELS (limit ${per_case}s)"
-    VM_APPEND="${VM_APPEND:-} stress_seed=$SEED stress_ops=$per_run stress_variants=$VARIANTS stress_modes=$MODES stress_failslab=${FAILSLAB:-0} CASE_TIMEOUT=$per_case" ;;
+    # A kernel log that holds a whole campaign's messages (a failure prints
+    # the violation's call trace from it).
+    VM_APPEND="${VM_APPEND:-} log_buf_len=64M stress_seed=$SEED stress_ops=$per_run stress_variants=$VARIANTS stress_modes=$MODES stress_failslab=${FAILSLAB:-0} CASE_TIMEOUT=$per_case" ;;
 esac
 # The negative controls (tests/vm/selfcheck.list), in a boot of their own:
 # each must fail, for the reason its regex names.

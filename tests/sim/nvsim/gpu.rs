@@ -319,7 +319,24 @@ impl StateGuard<'_> {
         let n = (args.len / GPU_PAGE) as usize;
         let a = self.allocs.get(idx).ok_or(EINVAL)?;
         let runs = a.mem.runs_of(first, n)?;
-        let table = PageTable::new(sys::param::pt_version(), n, |i| a.mem.page(first + i))?;
+        let mut table = PageTable::new(sys::param::pt_version(), n, |i| a.mem.page(first + i))?;
+        // A table the driver freed after a free callback may still be in a
+        // client's hands (the documented dma_map_pages window).  A new table
+        // at its address would make that stale pointer pass for the new one
+        // (a mapping made for the wrong pin, a release judged as another
+        // table's), so within the grace period a new table takes another
+        // address.  The old memory stays freed: KASAN still sees a use of it.
+        let mut rejected = KVec::new();
+        while rejected.len() < 8 && self.freed_by_callback_lately(table.ptr() as usize) {
+            let next = PageTable::new(sys::param::pt_version(), n, |i| a.mem.page(first + i))?;
+            if rejected
+                .push(core::mem::replace(&mut table, next), GFP_KERNEL)
+                .is_err()
+            {
+                break;
+            }
+        }
+        drop(rejected);
         let ptr = table.ptr();
         if self.delay_us > 0 {
             sys::usleep(u64::from(self.delay_us) * n as u64);
@@ -418,12 +435,22 @@ impl StateGuard<'_> {
                 }
                 let live_maps = self.maps.iter().filter(|(_, m)| m.pin == p).count();
                 if live_maps > 0 {
+                    let in_unmap = self
+                        .maps
+                        .iter()
+                        .filter(|(_, m)| m.pin == p && m.unmapping)
+                        .count();
+                    let called = self.pins.get(p).is_some_and(|pin| pin.called);
                     violation::report(
                         Kind::PutBeforeUnmap,
                         format_args!(
-                            "nvidia_p2p_{} with {} DMA mapping(s) of the table still live",
+                            "nvidia_p2p_{} of VA {:#x} with {} DMA mapping(s) of the table still live ({} of them in dma_unmap_pages; free callback {}), from process {}",
                             call.name(),
-                            live_maps
+                            va,
+                            live_maps,
+                            in_unmap,
+                            if called { "called" } else { "not called" },
+                            sys::current_tgid()
                         ),
                     );
                 }

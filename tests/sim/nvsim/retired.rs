@@ -121,6 +121,20 @@ impl GpuState {
             .find(|r| r.is_table && r.addr == addr && r.va == va)
     }
 
+    /// Whether the driver freed a page table at `addr` after its free
+    /// callback less than the grace period ago.
+    pub(crate) fn freed_by_callback_lately(&self, addr: usize) -> bool {
+        let grace = sys::param::stale_grace_ms();
+        self.retired
+            .find(|r| {
+                r.is_table
+                    && r.addr == addr
+                    && r.how == Released::ByCallback
+                    && sys::msecs_since(r.at) < grace
+            })
+            .is_some()
+    }
+
     /// A released page table freed after its callback, at `addr`, for
     /// `va`: a new table may live at that address now (the allocator hands
     /// addresses out again), yet a late put_pages of the old one, by its

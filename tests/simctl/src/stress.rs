@@ -117,19 +117,30 @@ impl Config {
         Ok(c)
     }
 
-    /// The command line that repeats this run.
+    /// The command line that repeats this run: `make stress` for this
+    /// one run (its core variant, peermem_rs mode and kernel), and the
+    /// simctl command inside the VM.
     pub fn repro(&self) -> String {
-        let mode = std::fs::read_to_string("/sys/module/peermem_rs/parameters/mode")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "(peermem_rs not loaded)".into());
-        let variant = std::fs::read_to_string("/sys/module/peer_core_sim/parameters/variant")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "?".into());
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let variant = read("/sys/module/peer_core_sim/parameters/variant")
+            .map(|v| format!(" VARIANTS={v}"))
+            .unwrap_or_default();
+        let mode = read("/sys/module/peermem_rs/parameters/mode")
+            .map(|m| format!(" MODES={m}"))
+            .unwrap_or_default();
+        let kver = read("/proc/sys/kernel/osrelease")
+            .map(|k| format!(" KVER={k}"))
+            .unwrap_or_default();
         format!(
-            "make stress SEED={} OPS={}   (in the VM, peermem_rs mode={mode}, core variant {variant}: \
+            "make stress SEED={} OPS={}{variant}{mode}{kver}{}   (in the VM: \
              simctl stress --seed {} --ops {} --procs {} --threads {} --max-size {} --life {}{}{})",
             self.seed,
             self.ops,
+            if self.failslab { " FAILSLAB=1" } else { "" },
             self.seed,
             self.ops,
             self.procs,
@@ -421,9 +432,11 @@ pub fn main(args: &[String]) -> bool {
     match (&end, ok) {
         (Ok(s), true) => {
             println!(
-                "stress ok seed={} ops={} wall={wall:.1}s end state: {s}, no violations",
+                "stress ok seed={} ops={} wall={wall:.1}s end state: {s}, no violations \
+                 ({} operations drawn; one that drew a handle or allocation its thread did not have was skipped)",
                 cfg.seed,
-                tally.total()
+                tally.total(),
+                cfg.ops
             );
             true
         }
