@@ -41,10 +41,9 @@ const PAGE: usize = 4096;
 /// must cope (copy_from_user / copy_to_user fail with EFAULT).
 fn raw(dev: &Devices, sim: Sim, req: u64, arg: u64) -> Result<(), i32> {
     let f = dev.get(sim).map_err(|e| e.raw_os_error().unwrap_or(5))?;
-    // SAFETY: the kernel validates `arg` as a user pointer (the point of
-    // the fuzz); a bad one is EFAULT, never a write outside our buffers:
-    // every valid pointer given here is to a live buffer of at least the
-    // size encoded in `req`.
+    // Every valid pointer given here is to a live buffer of at least the
+    // size encoded in `req`; any other is the kernel's to refuse (EFAULT).
+    // SAFETY: ioctl(2) on an open fd; the kernel validates `arg` as a user pointer.
     let r = unsafe { ioctl(f.as_raw_fd(), req as c_ulong, arg as c_ulong) };
     if r < 0 {
         // SAFETY: errno of this thread.

@@ -277,9 +277,8 @@ fn life_main(cfg: &Config, tally: &Tally, worker: u64, idx: u64, ops: u64) -> ! 
 fn fork_or_die() -> c_int {
     let mut pid = -1;
     for _ in 0..100 {
-        // SAFETY: called only from single-threaded processes (the
-        // campaign's top before it starts its progress loop, and the
-        // workers).
+        // Only the campaign's top and its workers fork, both single-threaded.
+        // SAFETY: fork() in a single-threaded process has no async-signal-safety caveat.
         pid = unsafe { fork() };
         if pid >= 0 {
             break;

@@ -6,6 +6,6 @@
 export STRESS_MODULE=peermem_plant_use_after_callback
 # The invalidating mode only: the one with free callbacks (and cheap on
 # the debug kernel, where `make test` runs the negative controls).
-export STRESS_MODES=invalidate stress_ops=${stress_ops:-400} stress_failslab=${stress_failslab:-0}
+export stress_modes=invalidate stress_ops=${stress_ops:-400} stress_failslab=${stress_failslab:-0}
 [ -f "${vmstage:-/peermem}/mods/$(uname -r)/$STRESS_MODULE.ko" ] || { echo "FAIL - $STRESS_MODULE.ko was not built"; exit 1; }
 exec bash "${vmstage:-/peermem}/vm/cases/stress-campaign.sh"

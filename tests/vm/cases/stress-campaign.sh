@@ -18,8 +18,7 @@
 #   stress_procs=P stress_threads=T stress_failslab=0|1 stress_fuzz=N
 # STRESS_MODULE=peermem_plant_<bug> (the plant-* negative controls) runs the
 # campaign against a module with a planted bug instead (no fuzz loop);
-# STRESS_MODES="invalidate" limits the peermem_rs modes.
-MODES=${STRESS_MODES:-${stress_modes:-invalidate,persistent}}
+MODES=${stress_modes:-invalidate,persistent}
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 CLIENT=${STRESS_MODULE:-peermem_rs}
