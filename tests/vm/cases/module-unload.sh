@@ -6,12 +6,15 @@
 
 for mode in persistent invalidate; do
   check "providers + peermem_rs mode=$mode" pm_up mode=$mode || finish
-  "$SIMCTL" run 'A=gpu alloc 2M; H=core reg $A 2M; echo REGISTERED; sleep 5000' > /tmp/holder.out 2>&1 & holder=$!
+  "$SIMCTL" run 'A=gpu alloc 2M; H=core reg $A 2M; echo REGISTERED; sleep 3600000' > /tmp/holder.out 2>&1 & holder=$!
   for i in $(seq 100); do grep -q REGISTERED /tmp/holder.out && break; sleep 0.1; done
   check "$mode: an MR is live" test "$(pm_stat live_registrations)" = 1
   t0=$(date +%s)
   fails_with "$mode: rmmod with a live MR is refused" 'in use' rmmod peermem_rs
   check "$mode: ... at once (not blocking)" test $(( $(date +%s) - t0 )) -le 5
+  # The holder lives until killed: were it gone, the rmmod above would have
+  # been judged against an MR that no longer existed.
+  check "$mode: the holder was alive throughout" kill -0 $holder
   check "$mode: still loaded and serving" grep -q '^peermem_rs ' /proc/modules
   kill $holder; wait $holder 2>/dev/null
   check "$mode: the process exit deregistered the MR" test "$(pm_stat live_registrations)" = 0

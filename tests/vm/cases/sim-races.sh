@@ -69,11 +69,12 @@ check "no pins, mappings or registrations left" sim_run 'gpu get pins; gpu get m
 
 # ib_unregister_peer_memory_client blocks until the client's registrations
 # are gone (here: until the process holding one exits).
-"$SIMCTL" run 'A=gpu alloc 1M; H=core reg $A 1M; echo registered; sleep 60000' > /tmp/holder.out 2>&1 & holder=$!
+"$SIMCTL" run 'A=gpu alloc 1M; H=core reg $A 1M; echo registered; sleep 3600000' > /tmp/holder.out 2>&1 & holder=$!
 for i in $(seq 100); do grep -q '^registered' /tmp/holder.out && break; sleep 0.1; done
 rmmod simclient_good & rm_pid=$!
 sleep 1
 check "rmmod of the client blocks while a registration exists" kill -0 $rm_pid
+check "... held by a process still alive" kill -0 $holder
 kill $holder; wait $holder 2>/dev/null
 check "... and completes once the registration is gone" wait $rm_pid
 check "the client is gone" bash -c '! grep -q "^simclient_good " /proc/modules'

@@ -79,10 +79,11 @@ param nvidia_p2p_sim callback_timeout_ms 5000
 # The GPU VA is only valid in its own process.
 "$SIMCTL" run 'gpu reset; core reset' > /dev/null
 log_mark v-foreign-process
-"$SIMCTL" run 'A=gpu alloc 1M; echo VA $A; sleep 5000' > /tmp/p1.out 2>&1 & p1=$!
+"$SIMCTL" run 'A=gpu alloc 1M; echo VA $A; sleep 3600000' > /tmp/p1.out 2>&1 & p1=$!
 for i in $(seq 100); do grep -q '^VA ' /tmp/p1.out && break; sleep 0.1; done
 va=$(sed -n 's/^VA //p' /tmp/p1.out)
 check "another process cannot register the VA (not claimed)" "$SIMCTL" run "!EFAULT core reg $va 1M"
+check "... while its owner was alive" kill -0 $p1
 kill $p1; wait $p1 2>/dev/null
 # The driver answers a VA of another process "not found" (EINVAL): a user
 # error, not the client's; the violation is a client pinning from a kernel
