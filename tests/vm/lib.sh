@@ -32,6 +32,18 @@ finish() { exit $rc; }
 # check "description" cmd... : ok if the command succeeds, else bad; returns
 # the command's status, so `check ... || finish` stops a case early.
 check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; return 1; fi; }
+# client_of SRV_PID cmd... : run a client of a server started in the
+# background; while the client fails and the server still waits, try again
+# (up to 10 times, 1 s apart): a stalled VM may not be listening yet.
+client_of() {
+  local srv=$1 i; shift
+  for i in $(seq 10); do
+    "$@" && return 0
+    kill -0 "$srv" 2>/dev/null || return 1
+    sleep 1
+  done
+  return 1
+}
 # Expect a command to fail with an errno message (e.g. insmod's).
 fails_with() { # fails_with "description" "regex of the error" cmd...
   local d=$1 re=$2 out; shift 2

@@ -7,8 +7,8 @@ check "rxe0 up" rxe_up rxe0 dummy0 192.0.2.1/24 || finish
 # The debug kernel (KASAN, lockdep) is about ten times slower: fewer rounds.
 n=500; [ "$(debug_kernel)" = yes ] && n=100
 timeout 240 ib_write_bw -d rxe0 -R -s 65536 -n $n --report_gbits > /tmp/bw_srv 2>&1 & srv=$!
-sleep 1
-timeout 240 ib_write_bw -d rxe0 -R -s 65536 -n $n --report_gbits 192.0.2.1 > /tmp/bw_cli 2>&1 || kill $srv 2>/dev/null
+client_of $srv timeout 240 ib_write_bw -d rxe0 -R -s 65536 -n $n --report_gbits 192.0.2.1 > /tmp/bw_cli 2>&1 ||
+  kill $srv 2>/dev/null
 wait
 line=$(grep -E "^ *65536 +$n " /tmp/bw_cli)
 check "ib_write_bw -R 64 KiB x $n completed: $line" test -n "$line" || cat /tmp/bw_cli /tmp/bw_srv

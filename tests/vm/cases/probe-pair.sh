@@ -38,8 +38,7 @@ check "rxeB has the GID of $IPB" gid_up rxeB c633:6402 || finish
 gidx() { local g; for g in /sys/class/infiniband/$1/ports/1/gids/*; do
   case $(cat "$g") in *"$2") echo "${g##*/}"; return;; esac; done; }
 ip netns exec $A timeout 20 ibv_rc_pingpong -d rxeA -g "$(gidx rxeA c633:6401)" -n 5 > /tmp/pp-srv.out 2>&1 & pp=$!
-sleep 1
-if ! ip netns exec $B timeout 15 ibv_rc_pingpong -d rxeB -g "$(gidx rxeB c633:6402)" -n 5 $IPA > /tmp/pp-cli.out 2>&1; then
+if ! client_of $pp ip netns exec $B timeout 15 ibv_rc_pingpong -d rxeB -g "$(gidx rxeB c633:6402)" -n 5 $IPA > /tmp/pp-cli.out 2>&1; then
   kill $pp 2>/dev/null; wait
   skip "rdma_rxe of $(uname -r) carries no RC traffic between network namespaces (ibv_rc_pingpong fails too)"
 fi

@@ -7,8 +7,8 @@ ok "GID index $RXE_GID"
 ibv_devinfo -d rxe0 > /tmp/devinfo 2>&1
 check "ibv_devinfo: port active" grep -q PORT_ACTIVE /tmp/devinfo
 timeout 60 ibv_rc_pingpong -d rxe0 -g "$RXE_GID" -n 100 > /tmp/pp_srv 2>&1 & srv=$!
-sleep 1
-timeout 60 ibv_rc_pingpong -d rxe0 -g "$RXE_GID" -n 100 127.0.0.1 > /tmp/pp_cli 2>&1 || kill $srv 2>/dev/null
+client_of $srv timeout 60 ibv_rc_pingpong -d rxe0 -g "$RXE_GID" -n 100 127.0.0.1 > /tmp/pp_cli 2>&1 ||
+  kill $srv 2>/dev/null
 wait
 check "ibv_rc_pingpong 100 iterations: $(grep 'iters in' /tmp/pp_cli)" grep -q '100 iters in' /tmp/pp_cli ||
   cat /tmp/pp_cli /tmp/pp_srv
