@@ -332,7 +332,7 @@ pub(crate) fn unregister(handle: usize) {
             "ib_unregister_peer_memory_client: holding {} ms before returning\n",
             hold
         );
-        crate::sys::msleep(hold);
+        crate::sys::hold(crate::sys::param_unregister_hold_ms);
     }
 }
 

@@ -50,7 +50,7 @@ unsafe extern "C" fn ib_register_peer_memory_client(
                     "ib_register_peer_memory_client: client published, holding {} ms before returning\n",
                     hold
                 );
-                sys::msleep(hold);
+                sys::hold(sys::param_register_hold_ms);
             }
             client::handle_of(&c) as *mut c_void
         }

@@ -65,6 +65,22 @@ pub(crate) fn msleep(ms: u32) {
     unsafe { b::msleep(ms) }
 }
 
+/// Sleeps while `param()` ms have not passed, reading the parameter again
+/// every 10 ms: lowering it (to 0) releases a held call at once, so a case
+/// can hold one open for as long as it needs instead of guessing a time.
+pub(crate) fn hold(param: fn() -> u32) {
+    let mut slept = 0u32;
+    loop {
+        let left = param().saturating_sub(slept);
+        if left == 0 {
+            return;
+        }
+        let step = left.min(10);
+        msleep(step);
+        slept = slept.saturating_add(step);
+    }
+}
+
 /// Whether new registrations get a non-PCI `dma_device` (`hca_nonpci`).
 /// `honour_unmaps`: whether the core honours `PEER_MEM_INVALIDATE_UNMAPS`.
 pub(crate) fn param_honour_unmaps() -> bool {
