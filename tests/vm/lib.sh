@@ -32,6 +32,18 @@ finish() { exit $rc; }
 # check "description" cmd... : ok if the command succeeds, else bad; returns
 # the command's status, so `check ... || finish` stops a case early.
 check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; return 1; fi; }
+# wait_line FILE ERE PID [SECONDS] : wait for a line of FILE matching ERE,
+# written by background process PID; fails when PID exits without it or
+# after SECONDS (default 60: a stalled VM is slow, not wrong).
+wait_line() {
+  local f=$1 re=$2 pid=$3 end=$((SECONDS + ${4:-60}))
+  while [ $SECONDS -lt $end ]; do
+    grep -qE "$re" "$f" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -qE "$re" "$f" 2>/dev/null
+}
 # client_of SRV_PID cmd... : run a client of a server started in the
 # background; while the client fails and the server still waits, try again
 # (up to 10 times, 1 s apart): a stalled VM may not be listening yet.

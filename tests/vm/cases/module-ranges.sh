@@ -32,7 +32,7 @@ check "host memory (not a GPU VA) is declined" sim_run '!EFAULT core reg 0x10000
 check "a range past the end of an allocation is declined" sim_run 'A=gpu alloc 1M; !EFAULT core reg $A 2M'
 # Another process's GPU memory: the VA is only valid in its own CUDA context.
 "$SIMCTL" run 'gpu alloc 1M; sleep 3600000' > /tmp/owner.out 2>&1 & owner=$!
-for i in $(seq 50); do grep -q '^alloc va=' /tmp/owner.out && break; sleep 0.1; done
+check "another process allocated GPU memory" wait_line /tmp/owner.out '^alloc va=' $owner || cat /tmp/owner.out
 va=$(sed -nE 's/^alloc va=(0x[0-9a-f]+) .*/\1/p' /tmp/owner.out)
 check "another process's GPU VA ($va) is declined" sim_run "!EFAULT core reg $va 1M"
 check "... while its owner was alive" kill -0 $owner

@@ -7,7 +7,7 @@
 for mode in persistent invalidate; do
   check "providers + peermem_rs mode=$mode" pm_up mode=$mode || finish
   "$SIMCTL" run 'A=gpu alloc 2M; H=core reg $A 2M; echo REGISTERED; sleep 3600000' > /tmp/holder.out 2>&1 & holder=$!
-  for i in $(seq 100); do grep -q REGISTERED /tmp/holder.out && break; sleep 0.1; done
+  check "$mode: the holder registered its MR" wait_line /tmp/holder.out '^REGISTERED' $holder || cat /tmp/holder.out
   check "$mode: an MR is live" test "$(pm_stat live_registrations)" = 1
   t0=$(date +%s)
   # A blocking rmmod would wait for the holder (an hour): the timeout turns

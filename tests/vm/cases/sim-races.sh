@@ -70,7 +70,7 @@ check "no pins, mappings or registrations left" sim_run 'gpu get pins; gpu get m
 # ib_unregister_peer_memory_client blocks until the client's registrations
 # are gone (here: until the process holding one exits).
 "$SIMCTL" run 'A=gpu alloc 1M; H=core reg $A 1M; echo registered; sleep 3600000' > /tmp/holder.out 2>&1 & holder=$!
-for i in $(seq 100); do grep -q '^registered' /tmp/holder.out && break; sleep 0.1; done
+check "a process holds a registration" wait_line /tmp/holder.out '^registered' $holder || cat /tmp/holder.out
 rmmod simclient_good & rm_pid=$!
 sleep 1
 check "rmmod of the client blocks while a registration exists" kill -0 $rm_pid

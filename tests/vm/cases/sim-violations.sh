@@ -80,7 +80,7 @@ param nvidia_p2p_sim callback_timeout_ms 5000
 "$SIMCTL" run 'gpu reset; core reset' > /dev/null
 log_mark v-foreign-process
 "$SIMCTL" run 'A=gpu alloc 1M; echo VA $A; sleep 3600000' > /tmp/p1.out 2>&1 & p1=$!
-for i in $(seq 100); do grep -q '^VA ' /tmp/p1.out && break; sleep 0.1; done
+check "another process allocated GPU memory" wait_line /tmp/p1.out '^VA ' $p1 || cat /tmp/p1.out
 va=$(sed -n 's/^VA //p' /tmp/p1.out)
 check "another process cannot register the VA (not claimed)" "$SIMCTL" run "!EFAULT core reg $va 1M"
 check "... while its owner was alive" kill -0 $p1
