@@ -4,6 +4,7 @@
 # its netdev), /dev/infiniband, PCIe, IOMMU, kernel config and limits,
 # reports that there is no NVIDIA GPU, and exits 3 (could not test).
 . "${vmstage:-/peermem}/vm/lib.sh"
+skip_on_debug_kernel "peermem-probe doctor (userspace, reads sysfs)"
 P=$BIN/peermem-probe
 [ -x "$P" ] || { bad "$P is not staged"; finish; }
 check "rxe0 up on dummy0" rxe_up rxe0 dummy0 192.0.2.1/24 || finish
