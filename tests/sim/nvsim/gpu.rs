@@ -319,7 +319,8 @@ impl StateGuard<'_> {
         let n = (args.len / GPU_PAGE) as usize;
         let a = self.allocs.get(idx).ok_or(EINVAL)?;
         let runs = a.mem.runs_of(first, n)?;
-        let mut table = PageTable::new(sys::param::pt_version(), n, |i| a.mem.page(first + i))?;
+        let new_table = || PageTable::new(sys::param::pt_version(), n, |i| a.mem.page(first + i));
+        let mut table = new_table()?;
         // A table the driver freed after a free callback may still be in a
         // client's hands (the documented dma_map_pages window).  A new table
         // at its address would make that stale pointer pass for the new one
@@ -328,7 +329,7 @@ impl StateGuard<'_> {
         // address.  The old memory stays freed: KASAN still sees a use of it.
         let mut rejected = KVec::new();
         while rejected.len() < 8 && self.freed_by_callback_lately(table.ptr() as usize) {
-            let next = PageTable::new(sys::param::pt_version(), n, |i| a.mem.page(first + i))?;
+            let next = new_table()?;
             if rejected
                 .push(core::mem::replace(&mut table, next), GFP_KERNEL)
                 .is_err()

@@ -19,11 +19,10 @@ check "providers + peermem_rs mode=invalidate" pm_up mode=invalidate || finish
 # fixed time: under KASAN the checks outside can take longer than any sleep.
 GO=/tmp/foreign.go
 foreign() {
-  local how=$1 out=/tmp/foreign.out i
+  local how=$1 out=/tmp/foreign.out
   rm -f $GO
   "$SIMCTL" run "A=gpu alloc 2M fragmented:2; H=core reg \$A 2M; $how; echo FOREIGN-DONE; until 1200000 read $GO; echo PINS-BEFORE-FREE; gpu get pins; gpu free \$A; echo PINS-AFTER-FREE; gpu get pins" > $out 2>&1 & local pid=$!
-  for i in $(seq 1200); do grep -q '^FOREIGN-DONE' $out && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
-  if grep -q '^FOREIGN-DONE' $out; then
+  if wait_line $out '^FOREIGN-DONE' $pid; then
     check "$how: the pin stays armed after the foreign put" test "$(gpu_get pins)" = 1
     # The module knows the driver's put would find nothing from here: it
     # does not make one (README, "Deregistration from another process").

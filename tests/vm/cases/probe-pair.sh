@@ -46,7 +46,7 @@ wait $pp
 ok "ibv_rc_pingpong works between $A and $B"
 
 ip netns exec $A timeout 120 "$P" pair --listen $IPA --timeout 60 > /tmp/pair-srv.out 2>&1 & srv=$!
-for i in $(seq 300); do grep -q listening /tmp/pair-srv.out && break; sleep 0.1; done
+wait_line /tmp/pair-srv.out listening $srv 30
 ip netns exec $B timeout 120 "$P" pair --connect $IPA --size 2M --timeout 60 > /tmp/pair-cli.out 2>&1; rc_cli=$?
 wait $srv; rc_srv=$?
 echo "--- server ($A)"; cat /tmp/pair-srv.out; echo "--- client ($B)"; cat /tmp/pair-cli.out
@@ -60,7 +60,7 @@ check "client used rxeB, server rxeA" bash -c 'grep -q "RDMA device rxeB" /tmp/p
 
 # Again with JSON on both sides.
 ip netns exec $A timeout 120 "$P" --json pair --listen $IPA --port 18600 --timeout 60 > /tmp/pair-srv.json 2> /tmp/pair-srv.err & srv=$!
-for i in $(seq 300); do grep -q listening /tmp/pair-srv.err && break; sleep 0.1; done
+wait_line /tmp/pair-srv.err listening $srv 30
 ip netns exec $B timeout 120 "$P" --json pair --connect $IPA --port 18600 --timeout 60 > /tmp/pair-cli.json 2>&1; rc_cli=$?
 wait $srv; rc_srv=$?
 for f in /tmp/pair-srv.json /tmp/pair-cli.json; do
@@ -73,7 +73,7 @@ check "JSON runs exit 0 ($rc_cli/$rc_srv)" test "$rc_cli$rc_srv" = 00 || cat /tm
 # A client asking for more than the server's --max-size is refused, and
 # both sides say why.
 ip netns exec $A timeout 120 "$P" pair --listen $IPA --port 18650 --max-size 64K --timeout 30 > /tmp/pair-max.out 2>&1 & srv=$!
-for i in $(seq 300); do grep -q listening /tmp/pair-max.out && break; sleep 0.1; done
+wait_line /tmp/pair-max.out listening $srv 30
 out=$(ip netns exec $B timeout 60 "$P" pair --connect $IPA --port 18650 --size 1M --timeout 20 2>&1); rc_cli=$?
 wait $srv; rc_srv=$?
 echo "$out"; cat /tmp/pair-max.out
