@@ -5,6 +5,7 @@
  * crate.  No logic lives here.
  */
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
@@ -91,6 +92,17 @@ const char *peermem_param_client_name(void)
 const char *peermem_param_mode(void)
 {
 	return peer_mode;
+}
+
+void peermem_warn_spurious_callback(void)
+{
+	WARN_ONCE(1, "%s: the NVIDIA driver called the free callback of a pin already released\n",
+		  KBUILD_MODNAME);
+}
+
+void peermem_msleep(unsigned int ms)
+{
+	msleep(ms);
 }
 
 bool peermem_module_get(void)

@@ -48,6 +48,13 @@ void peermem_nvidia_api_get(struct peermem_nvidia_api *api);
  * thread. */
 u64 peermem_current_process(void);
 
+/* A free callback for a pin we no longer hold: the NVIDIA driver broke its
+ * contract.  WARNs once. */
+void peermem_warn_spurious_callback(void);
+
+/* Sleeps (process context). */
+void peermem_msleep(unsigned int ms);
+
 /* A reference on this module, held by every live registration. */
 bool peermem_module_get(void);
 void peermem_module_put(void);

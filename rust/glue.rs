@@ -45,6 +45,20 @@ pub(crate) fn now_ns() -> u64 {
     unsafe { glue::peermem_now_ns() }
 }
 
+/// The driver called the free callback of a pin we no longer hold (a
+/// contract violation by the driver): one kernel warning.
+pub(crate) fn warn_spurious_callback() {
+    // SAFETY: WARN_ONCE has no preconditions.
+    unsafe { glue::peermem_warn_spurious_callback() }
+}
+
+/// Sleeps `ms` milliseconds (process context only: every caller is a
+/// core callback that may sleep).
+pub(crate) fn msleep(ms: u32) {
+    // SAFETY: msleep may sleep; our callers run in process context.
+    unsafe { glue::peermem_msleep(ms) }
+}
+
 /// A reference on this module: while one exists, `rmmod` is refused.
 ///
 /// # Invariants

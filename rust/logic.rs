@@ -8,6 +8,9 @@
 #[path = "logic/coalesce.rs"]
 pub(crate) mod coalesce;
 #[allow(unreachable_pub, dead_code)]
+#[path = "logic/gate.rs"]
+pub(crate) mod gate;
+#[allow(unreachable_pub, dead_code)]
 #[path = "logic/histogram.rs"]
 pub(crate) mod histogram;
 #[allow(unreachable_pub, dead_code)]

@@ -143,13 +143,14 @@ impl NvidiaP2p {
 
     /// Pins `range` of the calling process's GPU address space, revocably:
     /// the driver calls `armed`'s callback if the memory is freed while
-    /// pinned.  On failure the callback was not kept: the returned
-    /// [`Disarmed`] gives the callback's reference back.
+    /// pinned.  When the driver kept no callback, the error comes with the
+    /// [`Disarmed`] that gives the callback's reference back; without one,
+    /// the reference must be kept (leaked rather than freed in use).
     pub(crate) fn pin_revocable(
         &self,
         range: &GpuRange,
         armed: Armed,
-    ) -> core::result::Result<PageTable, (Error, Disarmed)> {
+    ) -> core::result::Result<PageTable, (Error, Option<Disarmed>)> {
         let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
         // `armed.data` stays valid until the callback ran or the pin was
         // released: its `CallbackRef` can only be given back with a
@@ -169,11 +170,11 @@ impl NvidiaP2p {
         };
         if let Err(e) = kernel::error::to_result(rc) {
             // The driver keeps no callback of a failed pin.
-            return Err((e, Disarmed::new()));
+            return Err((e, Some(Disarmed::new())));
         }
         // A success without a table would be a driver bug: the pin, if any,
-        // stays armed (its reference is kept).
-        PageTable::new(table, range, Some(current_process())).map_err(|e| (e, Disarmed::new()))
+        // stays armed, so no proof is made and the reference is kept.
+        PageTable::new(table, range, Some(current_process())).map_err(|e| (e, None))
     }
 
     /// Releases a pin (put_pages).  For a revocable pin, the driver looks the
@@ -195,9 +196,20 @@ impl NvidiaP2p {
             // SAFETY: a persistent pin we own, released once here by value;
             // the flags of the persistent put must be 0.
             (None, Some(p)) => unsafe { (p.put)(table.va, table.ptr.as_ptr(), 0) },
-            (None, None) => return Err(Unpin::Failed(EINVAL)),
+            (None, None) => return Err(Unpin::Failed(EINVAL, Some(table))),
         };
-        kernel::error::to_result(rc).map_err(Unpin::Failed)?;
+        if let Err(e) = kernel::error::to_result(rc) {
+            // A persistent pin is released only by our put: it is still
+            // ours to retry.  Whether a revocable one is still armed is
+            // unknown: the table is not used again.
+            let table = if table.owner.is_none() {
+                Some(table)
+            } else {
+                table.forget();
+                None
+            };
+            return Err(Unpin::Failed(e, table));
+        }
         Ok(table.owner.map(|_| Disarmed::new()))
     }
 
@@ -213,7 +225,7 @@ impl NvidiaP2p {
         // `table` was a live pin when taken from the registration's `Pins`
         // under its lock.  The driver gives no way to keep a concurrent
         // cudaFree from freeing it during this call (see the function
-        // documentation and shared/facts/nvidia-p2p.md); our side never reads
+        // documentation and docs/facts/nvidia-p2p.md); our side never reads
         // it again once the free callback ran.
         // SAFETY: `peer` is a live PCI device (PciDev invariant), `mapping` an
         // out pointer, `table` a pin as said above.
@@ -251,8 +263,10 @@ pub(crate) enum Unpin {
     /// Asked for by another process than the one that pinned: not released;
     /// the pin and its free callback stay armed.
     Foreign(PageTable),
-    /// The driver failed the put: whether the pin is still armed is unknown.
-    Failed(Error),
+    /// The driver failed the put (-ENOMEM, an invalid state).  A persistent
+    /// pin is given back (still pinned, ours to retry); whether a revocable
+    /// one is still armed is unknown (`None`).
+    Failed(Error, Option<PageTable>),
 }
 
 /// The process a call runs for, as the driver's per-process lookup sees it

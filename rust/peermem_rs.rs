@@ -15,6 +15,7 @@ mod glue;
 mod logic;
 mod nvidia;
 mod peer_core;
+mod pin_gate;
 mod registration;
 mod sg;
 mod stats;

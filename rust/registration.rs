@@ -29,6 +29,7 @@ use crate::nvidia::{
     Unpin,
 };
 use crate::peer_core::Invalidator;
+use crate::pin_gate::PinGate;
 use crate::sg::{DmaDevice, OwnedSgTable, SgTable};
 use crate::stats::{ErrorKind, STATS};
 
@@ -52,14 +53,18 @@ impl Mode {
     }
 }
 
-/// The module-wide client: the NVIDIA API, the mode, and (invalidate mode)
-/// the core's invalidate entry point, known before the client serves any
-/// registration (rust/driver.rs).
+/// The module-wide client: the NVIDIA API, the mode, (invalidate mode) the
+/// core's invalidate entry point, known before the client serves any
+/// registration (rust/driver.rs), and the gate that keeps our revocable
+/// pins and puts apart (rust/logic/gate.rs).
+#[pin_data]
 pub(crate) struct Client {
     nvidia: NvidiaP2p,
     mode: Mode,
     name: &'static str,
     invalidator: Option<Invalidator>,
+    #[pin]
+    gate: PinGate,
 }
 
 impl Client {
@@ -70,15 +75,16 @@ impl Client {
         name: &'static str,
         invalidator: Option<Invalidator>,
     ) -> Result<Arc<Self>> {
-        Ok(Arc::new(
-            Client {
+        Arc::pin_init(
+            pin_init!(Client {
                 nvidia,
                 mode,
                 name,
                 invalidator,
-            },
+                gate <- PinGate::new(),
+            }),
             GFP_KERNEL,
-        )?)
+        )
     }
 }
 
@@ -183,11 +189,16 @@ impl Registration {
                 let cb = CallbackRef::new(reg.clone());
                 let armed = cb.arm(free_callback_of::<Client>());
                 reg.inner.lock().callback = Some(cb);
-                reg.client
-                    .nvidia
-                    .pin_revocable(&range, armed)
+                // No put of ours is in flight meanwhile: none can name the
+                // table the driver gives us (see rust/logic/gate.rs).
+                let client = &reg.client;
+                client
+                    .gate
+                    .pin(|| client.nvidia.pin_revocable(&range, armed))
                     .map_err(|(e, disarmed)| {
-                        reg.release_callback(disarmed);
+                        if let Some(proof) = disarmed {
+                            reg.release_callback(proof);
+                        }
                         e
                     })
             }
@@ -212,7 +223,7 @@ impl Registration {
                 let e = reg.driver_error(e);
                 let mut inner = reg.inner.lock();
                 inner.pin_error = Some(e);
-                inner.state = State::Unpinned;
+                inner.state.pin_failed();
                 drop(inner);
                 STATS.claimed();
                 return Ok(Some(reg));
@@ -238,8 +249,12 @@ impl Registration {
                     format_args!("{why}")
                 );
                 STATS.error(ErrorKind::Unsupported);
-                reg.inner.lock().state = State::Unpinning;
-                reg.finish_unpin(table);
+                if reg.inner.lock().state.unusable() {
+                    reg.finish_unpin(table);
+                } else {
+                    // Revoked meanwhile: the table is the driver's.
+                    table.forget();
+                }
                 Ok(None)
             }
         }
@@ -291,7 +306,16 @@ impl Registration {
                 }
             }
         };
-        let mapped = self.client.nvidia.dma_map(peer, table);
+        // A revocable pin's table may be freed by its callback during the
+        // call: no pin of ours may be given its address meanwhile (the
+        // gate), or the driver would map that pin for us.
+        let mapped = match self.client.mode {
+            Mode::Invalidate => self
+                .client
+                .gate
+                .use_table(|| self.client.nvidia.dma_map(peer, table)),
+            Mode::Persistent => self.client.nvidia.dma_map(peer, table),
+        };
         let mut inner = self.inner.lock();
         match (inner.state.map_end(mapped.is_ok()), mapped) {
             (Ok(true), Ok(m)) => {
@@ -359,7 +383,13 @@ impl Registration {
         };
         drop(inner);
         drop(sg);
-        let Some(call) = call else { return };
+        let Some(call) = call else {
+            // Nothing to unmap after all: `Unmapping` must still end (a
+            // free callback would wait for it under the driver's lock).
+            self.inner.lock().state.unmap_end();
+            self.unmapped.notify_all();
+            return;
+        };
         if self.client.nvidia.dma_unmap(call).is_err() {
             STATS.error(ErrorKind::DmaUnmap);
         }
@@ -385,7 +415,7 @@ impl Registration {
                 Action::CallDriver => match inner.pins.take_table() {
                     Some(t) => break t,
                     None => {
-                        inner.state = State::Unpinned;
+                        let _ = inner.state.unpin_end();
                         return;
                     }
                 },
@@ -407,9 +437,26 @@ impl Registration {
     }
 
     /// Calls the driver to release `table` (state `Unpinning`), then settles
-    /// the callback's reference.
+    /// the callback's reference.  A revocable put passes the client's gate:
+    /// while it is in the driver no pin of ours can be given the table's
+    /// address should the free callback free it meanwhile.
     fn finish_unpin(&self, table: PageTable) {
-        match self.client.nvidia.unpin(table) {
+        let unpinned = match self.client.mode {
+            Mode::Persistent => Some(self.unpin_persistent(table)),
+            // Negative control (PEERMEM_PLANT=stale_put, never in the
+            // product): the put bypasses the gate.
+            Mode::Invalidate if cfg!(peermem_plant_stale_put) => self.unpin_unless_revoked(table),
+            Mode::Invalidate => self
+                .client
+                .gate
+                .use_table(|| self.unpin_unless_revoked(table)),
+        };
+        let Some(unpinned) = unpinned else {
+            // The callback ran while the put waited: it took its reference.
+            STATS.stale_put_skipped();
+            return;
+        };
+        match unpinned {
             Ok(disarmed) => {
                 let mut inner = self.inner.lock();
                 // `unpin_end`: the callback did not take its reference (it
@@ -431,26 +478,72 @@ impl Registration {
                 let mut inner = self.inner.lock();
                 inner.pins.restore(table);
                 if inner.state == State::Unpinning {
-                    inner.state = State::Orphaned;
+                    inner.state.unpin_failed(true);
                     STATS.orphaned();
                 }
             }
-            Err(Unpin::Failed(e)) => {
-                // Whether the pin is still armed is unknown: keep the
-                // callback's reference (and the registration) in case.
-                pr_warn!(
-                    "the NVIDIA driver failed to unpin ({:?}): the pin is kept until \
-                     its free callback\n",
-                    e
-                );
+            Err(Unpin::Failed(e, _)) => {
                 STATS.error(ErrorKind::Unpin);
+                let armed = self.client.mode == Mode::Invalidate;
                 let mut inner = self.inner.lock();
-                if inner.state == State::Unpinning {
-                    inner.state = State::Orphaned;
+                if inner.state != State::Unpinning {
+                    // Revoked meanwhile: the callback settles everything.
+                    return;
+                }
+                inner.state.unpin_failed(armed);
+                drop(inner);
+                if armed {
+                    // Whether the pin is still armed is unknown: keep the
+                    // callback's reference (and the registration) until
+                    // the owner's cudaFree or exit.
                     STATS.orphaned();
+                    pr_warn!(
+                        "the NVIDIA driver failed to unpin ({:?}): the pin is kept until \
+                         its free callback (cudaFree or process exit)\n",
+                        e
+                    );
+                } else {
+                    // No callback will come: nothing keeps the module.
+                    pr_warn!(
+                        "the NVIDIA driver failed to release a persistent pin ({:?}): \
+                         the GPU memory may stay pinned until the driver unloads\n",
+                        e
+                    );
                 }
             }
         }
+    }
+
+    /// The put of a persistent pin, tried again twice after a failure
+    /// (the driver's failures are transient: -ENOMEM, a busy state): no
+    /// callback will ever release it otherwise.
+    fn unpin_persistent(&self, table: PageTable) -> core::result::Result<Option<Disarmed>, Unpin> {
+        let mut result = self.client.nvidia.unpin(table);
+        for delay_ms in [10, 100] {
+            match result {
+                Err(Unpin::Failed(_, Some(table))) => {
+                    STATS.error(ErrorKind::Unpin);
+                    glue::msleep(delay_ms);
+                    result = self.client.nvidia.unpin(table);
+                }
+                other => return other,
+            }
+        }
+        result
+    }
+
+    /// The put of a revocable pin, unless its free callback ran since the
+    /// caller took the table out (`None`): the driver has freed the table
+    /// then, and its address may be another pin's.
+    fn unpin_unless_revoked(
+        &self,
+        table: PageTable,
+    ) -> Option<core::result::Result<Option<Disarmed>, Unpin>> {
+        if self.inner.lock().state != State::Unpinning {
+            table.forget();
+            return None;
+        }
+        Some(self.client.nvidia.unpin(table))
     }
 
     /// The driver's free callback: wait for an unmap in flight, fence DMA if
@@ -491,7 +584,10 @@ impl Registration {
             STATS.callback_waited();
         }
         let Ok(action) = action else {
+            // A free callback for a pin we released (or never had): the
+            // driver broke its contract.
             STATS.error(ErrorKind::OutOfOrder);
+            glue::warn_spurious_callback();
             return revoked;
         };
         STATS.unpinned(self.range.len());

@@ -59,6 +59,8 @@ pub(crate) struct Stats {
     sg_tables: AtomicU64,
     orphaned: AtomicU64,
     callback_waits: AtomicU64,
+    gate_waits: AtomicU64,
+    stale_puts_skipped: AtomicU64,
     errors: [AtomicU64; ERROR_KINDS],
     pin_time: [AtomicU64; histogram::BUCKETS],
 }
@@ -81,6 +83,8 @@ impl Stats {
             sg_tables: ZERO,
             orphaned: ZERO,
             callback_waits: ZERO,
+            gate_waits: ZERO,
+            stale_puts_skipped: ZERO,
             errors: [ZERO; ERROR_KINDS],
             pin_time: [ZERO; histogram::BUCKETS],
         }
@@ -149,6 +153,17 @@ impl Stats {
         self.callback_waits.fetch_add(1, Relaxed);
     }
 
+    /// A revocable pin or put waited at the pin/put gate.
+    pub(crate) fn gate_waited(&self) {
+        self.gate_waits.fetch_add(1, Relaxed);
+    }
+
+    /// A put that waited at the gate found its pin revoked meanwhile: the
+    /// table was the driver's, and no put was made.
+    pub(crate) fn stale_put_skipped(&self) {
+        self.stale_puts_skipped.fetch_add(1, Relaxed);
+    }
+
     /// Counts an error.
     pub(crate) fn error(&self, kind: ErrorKind) {
         self.errors[kind as usize].fetch_add(1, Relaxed);
@@ -183,6 +198,12 @@ impl Stats {
         writeln!(w, "sg_tables {}", self.sg_tables.load(Relaxed))?;
         writeln!(w, "orphaned_pins {}", self.orphaned.load(Relaxed))?;
         writeln!(w, "callback_waits {}", self.callback_waits.load(Relaxed))?;
+        writeln!(w, "gate_waits {}", self.gate_waits.load(Relaxed))?;
+        writeln!(
+            w,
+            "stale_puts_skipped {}",
+            self.stale_puts_skipped.load(Relaxed)
+        )?;
         for (name, n) in ERROR_NAMES.iter().zip(&self.errors) {
             writeln!(w, "errors.{name} {}", n.load(Relaxed))?;
         }

@@ -185,6 +185,39 @@ impl State {
         }
     }
 
+    /// The pin call failed: nothing is held.
+    pub fn pin_failed(&mut self) {
+        if *self == State::Pinned {
+            *self = State::Unpinned;
+        }
+    }
+
+    /// The pin cannot be used (an unsupported page table): release it at
+    /// once.  `true`: the caller must call the driver (the callback did not
+    /// revoke it meanwhile).
+    pub fn unusable(&mut self) -> bool {
+        match *self {
+            State::Pinned => {
+                *self = State::Unpinning;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The driver's unpin call failed.  A revocable pin (`armed`) may still
+    /// be armed: it is kept, with its free callback, until that callback;
+    /// a persistent pin has no callback and nothing more can be done.
+    pub fn unpin_failed(&mut self, armed: bool) {
+        if *self == State::Unpinning {
+            *self = if armed {
+                State::Orphaned
+            } else {
+                State::Unpinned
+            };
+        }
+    }
+
     /// The driver's unpin call returned.  `true`: the free callback did not
     /// run and now never will, so its reference to the registration is the
     /// caller's to drop; `false`: the callback ran and drops it itself.
@@ -219,8 +252,11 @@ impl State {
     }
 
     /// The core returned from invalidate: no DMA is active any more.
+    /// `Revoked` is terminal: no event leaves it.
     pub fn fence_done(&mut self) {
-        *self = State::Revoked;
+        if *self == State::Invalidating {
+            *self = State::Revoked;
+        }
     }
 }
 
@@ -378,6 +414,43 @@ mod tests {
             assert_eq!(s.free_callback(), Ok(Action::Nothing));
             assert_eq!(s, State::Revoked);
         }
+    }
+
+    #[test]
+    fn failed_and_unusable_pins() {
+        let mut s = State::Pinned;
+        s.pin_failed();
+        assert_eq!(s, State::Unpinned);
+        assert_eq!(s.free_callback(), Err(Refusal::OutOfOrder));
+        let mut s = State::Pinned;
+        assert!(s.unusable());
+        assert_eq!(s, State::Unpinning);
+        s.unpin_failed(true);
+        assert_eq!(s, State::Orphaned);
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
+        let mut s = State::Pinned;
+        assert!(s.unusable());
+        s.unpin_failed(false);
+        assert_eq!(s, State::Unpinned);
+        // Revoked before the release: nothing to call.
+        let mut s = State::Pinned;
+        s.free_callback().unwrap();
+        assert!(!s.unusable());
+        assert_eq!(s, State::Revoked);
+    }
+
+    #[test]
+    fn revoked_is_terminal() {
+        let mut s = State::Revoked;
+        s.fence_done();
+        s.unmap_end();
+        s.pin_failed();
+        s.unpin_failed(true);
+        assert!(!s.unpin_end());
+        assert!(!s.unusable());
+        assert_eq!(s.unpin_begin(false), Action::Nothing);
+        assert_eq!(s.unmap_begin(), Ok(Action::Nothing));
+        assert_eq!(s, State::Revoked);
     }
 
     #[test]

@@ -257,7 +257,7 @@ plants_for() {
   if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && is_debug_kernel "$1"; then
     names="$names$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/selfcheck.list" | cut -f1 | paste -sd,),"
   fi
-  for p in put_in_callback use_after_callback leak_sg; do
+  for p in put_in_callback use_after_callback leak_sg stale_put; do
     case $names in *,plant-${p//_/-},*) echo "$p";; esac
   done
 }

@@ -54,7 +54,10 @@ struct nvsim_free {
 #define NVSIM_FAULT_GET_PAGES	0	/* nvidia_p2p_get_pages */
 #define NVSIM_FAULT_DMA_MAP	1	/* nvidia_p2p_dma_map_pages */
 #define NVSIM_FAULT_PERSISTENT	2	/* nvidia_p2p_get_pages_persistent */
-#define NVSIM_FAULT_SITES	3
+#define NVSIM_FAULT_PUT		3	/* nvidia_p2p_put_pages (nothing released) */
+#define NVSIM_FAULT_PUT_PERSISTENT 4	/* nvidia_p2p_put_pages_persistent (same) */
+#define NVSIM_FAULT_UNMAP	5	/* nvidia_p2p_dma_unmap_pages (mapping kept) */
+#define NVSIM_FAULT_SITES	6
 
 /* Fail the next `count` calls at `site` with -err (err > 0). */
 struct nvsim_fault {
@@ -82,7 +85,11 @@ struct nvsim_delay {
 #define NVSIM_HOOK_MAP_EPILOGUE	2	/* dma_map_pages, after it dropped the API lock,
 					 * before linking the mapping */
 #define NVSIM_HOOK_UNMAP	3	/* dma_unmap_pages, with the mapping in flight */
-#define NVSIM_HOOK_SITES	4
+#define NVSIM_HOOK_PUT		4	/* put_pages, on its way to the API lock: the free
+					 * runs, then the put is held until wait_ms */
+#define NVSIM_HOOK_GET_PAGES	5	/* get_pages, between pinning and registering
+					 * the free callback (two API-lock holds) */
+#define NVSIM_HOOK_SITES	6
 #define NVSIM_MAX_WAIT_MS	60000	/* a longer wait_ms is EINVAL */
 struct nvsim_hook {
 	__u32 site;

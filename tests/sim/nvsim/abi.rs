@@ -3,11 +3,14 @@
 //! The ABI objects the simulator hands to clients: page tables
 //! (`struct nvidia_p2p_page_table` with its page array and GPU UUID) and DMA
 //! mappings (`struct nvidia_p2p_dma_mapping` with its address array), each
-//! in its own kvmalloc'd memory so KASAN sees a client's out-of-bounds read
-//! (a v1 table is allocated with the 32-byte v1 size: reading `flags` is
-//! caught).  On release everything is poisoned and then really freed, so a
-//! client's stale read is a KASAN report on the debug kernel; only the
-//! address stays quarantined for a while (see `retired.rs`).  This module
+//! in memory of its own so KASAN sees a client's out-of-bounds read (a v1
+//! table is allocated with the 32-byte v1 size: reading `flags` is caught).
+//! On release everything is poisoned; the arrays are freed, the two headers
+//! go to the object cache (glue.c), which hands their address to the next
+//! object of their kind at once, as kmalloc does, and keeps them
+//! KASAN-poisoned until then: a client's stale read is a KASAN report on the
+//! debug kernel, and a stale pointer may name a new object (`retired.rs`
+//! judges its use).  This module
 //! writes the raw memory: it is the crate's FFI boundary for the ABI
 //! structures.
 
@@ -19,7 +22,7 @@ use crate::bindings::{
     nvidia_p2p_dma_mapping, nvidia_p2p_page, nvidia_p2p_page_table, pci_dev,
     NVIDIA_P2P_DMA_MAPPING_VERSION, NVIDIA_P2P_PAGE_SIZE_64KB, NVIDIA_P2P_PAGE_TABLE_V1_SIZE,
 };
-use crate::sys::RawBuf;
+use crate::sys::{ObjKind, RawBuf};
 
 /// The byte released objects are filled with.
 const POISON: u8 = 0x6b;
@@ -51,7 +54,7 @@ impl PageTable {
         } else {
             size_of::<nvidia_p2p_page_table>()
         };
-        let table = RawBuf::new(size)?;
+        let table = RawBuf::object(ObjKind::PageTable, size)?;
         let ptrs = RawBuf::new(
             n.checked_mul(size_of::<*mut nvidia_p2p_page>())
                 .ok_or(EINVAL)?,
@@ -123,7 +126,7 @@ impl DmaMapping {
         dma: impl Fn(usize) -> Option<u64>,
         peer: NonNull<pci_dev>,
     ) -> Result<Self> {
-        let mapping = RawBuf::new(size_of::<nvidia_p2p_dma_mapping>())?;
+        let mapping = RawBuf::object(ObjKind::Mapping, size_of::<nvidia_p2p_dma_mapping>())?;
         let addrs = RawBuf::new(n.checked_mul(size_of::<u64>()).ok_or(EINVAL)?)?;
         let a = addrs.as_ptr().cast::<u64>();
         for i in 0..n {

@@ -104,19 +104,31 @@ unsafe extern "C" fn nvidia_p2p_get_pages(
         };
         // SAFETY: the caller's contract: `cb` may be called with `data`
         // while the pin lives.
-        let callback = Some(unsafe { FreeCallback::new(cb) });
+        let callback = unsafe { FreeCallback::new(cb) };
         let args = PinArgs {
             va: virtual_address,
             len: length,
             persistent: false,
             force_bar1: false,
-            callback,
-            data: data as usize,
+            callback: None,
+            data: 0,
         };
         let pages = length / GPU_PAGE;
+        // As the driver: pin in one API-lock hold, register the callback
+        // in a second; a cudaFree in between tears the pin down with no
+        // callback, and the get fails.
         let api = API.lock_for(call)?;
         let table = api.state().pin(args)?;
         latency::charge(Op::Pin, pages);
+        let pin = api.state().pin_serial(table as usize);
+        drop(api);
+        if let Some((_, owner, va)) = pin {
+            hooks::fire(Site::GetPages, owner, va);
+        }
+        let api = API.lock_for(call)?;
+        let serial = pin.map_or(0, |(serial, _, _)| serial);
+        api.state()
+            .register_callback(serial, callback, data as usize)?;
         drop(api);
         // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
         unsafe { out.as_ptr().write(table) };
@@ -146,6 +158,12 @@ unsafe extern "C" fn nvidia_p2p_put_pages(
         }
         if page_table.is_null() {
             return Err(bad_args(call, "page_table is NULL"));
+        }
+        // On its way to the API lock (a cudaFree may run first).  The
+        // state lock is dropped before the hook takes it again.
+        let pin = API.state().pin_owner(page_table as usize);
+        if let Some((owner, va)) = pin {
+            hooks::fire(Site::Put, owner, va);
         }
         let api = API.lock_for(call)?;
         let pages = api.state().table_pages(page_table as usize);
@@ -281,7 +299,9 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
 }
 
 /// Releases a DMA mapping.  Takes no API lock (only the allocation's
-/// mapping-list lock): it may run while a free callback runs.
+/// mapping-list lock): it may run while a free callback runs, and from
+/// inside one.  Like the driver, it reads the mapping it is given first: a
+/// mapping freed after its callback is a KASAN report here.
 ///
 /// # Safety
 ///
@@ -301,7 +321,8 @@ unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
         if page_table.is_null() || dma_mapping.is_null() {
             return Err(bad_args(call, "page_table or dma_mapping is NULL"));
         }
-        API.not_in_callback(call)?;
+        // No API lock, so also from inside a free callback it works, as in
+        // the real driver (nv-p2p.c takes only the mapping list's lock).
         let pages = API.state().mapping_pages(dma_mapping as usize);
         let u = API
             .state()

@@ -10,14 +10,18 @@
 #include <linux/fs.h>
 #include <linux/gfp.h>
 #include <linux/jiffies.h>
+#include <linux/kasan.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/poison.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
@@ -59,9 +63,12 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_sim_translate);
 static unsigned int pt_version = NVIDIA_P2P_PAGE_TABLE_VERSION_V2;
 module_param(pt_version, uint, 0644);
 MODULE_PARM_DESC(pt_version, "page-table version handed out: 0x00020000 (v2, 40 bytes, driver >= 580) or 0x00010002 (v1, 32 bytes); any value is used as given");
-static unsigned int stale_grace_ms = 1000;
+static unsigned int stale_grace_ms;
 module_param(stale_grace_ms, uint, 0644);
-MODULE_PARM_DESC(stale_grace_ms, "a put/unmap of a table or mapping freed by a free callback is the documented race (returns 0) within this time, a violation after it");
+MODULE_PARM_DESC(stale_grace_ms, "diagnosis only (0, off, by default): within this time a new page table never takes the address of one freed after its free callback, and a dma_map of such a table is taken for the documented race");
+static bool reuse_freed = true;
+module_param(reuse_freed, bool, 0644);
+MODULE_PARM_DESC(reuse_freed, "1 (default): a freed page table or DMA mapping's address is handed to the next allocation of its size at once (LIFO), as kmalloc does; 0: every object is freshly allocated");
 static unsigned int callback_timeout_ms = 5000;
 module_param(callback_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(callback_timeout_ms, "a call that waits this long for the API lock held across a free callback is reported as a deadlock (-EDEADLK)");
@@ -140,6 +147,109 @@ u64 nvsim_glue_block_phys(struct page *page) { return page_to_phys(page); }
 void *nvsim_glue_kzalloc(size_t size) { return kzalloc(size, GFP_KERNEL); }
 void *nvsim_glue_kvzalloc(size_t size) { return kvzalloc(size, GFP_KERNEL); }
 void nvsim_glue_kvfree(void *p) { kvfree(p); }
+
+/*
+ * The ABI objects' headers come from a last-in-first-out cache of freed
+ * objects, one per kind and kmalloc size class.  The real driver allocates a
+ * page table inside its nv_p2p_mem_info and each DMA mapping on its own,
+ * both with os_alloc_mem(), that is kmalloc; SLUB's per-CPU freelist hands
+ * the object freed last to the next allocation of its class: a client's
+ * stale pointer then names a new, live object at once (a late put_pages
+ * releases another pin).  A cached object is filled with the slab poison
+ * and, on a generic-KASAN kernel, its shadow marks it as a freed slab
+ * object, so a read through a stale pointer is a KASAN "slab-use-after-free"
+ * report until the object is handed out again.  reuse_freed=0 frees for
+ * real instead (KASAN's own quarantine then keeps addresses from coming
+ * back soon).  Every object of a class has the same size (page tables: 32
+ * bytes for a major-1 version, else 40; mappings: 40).
+ */
+#define NVSIM_OBJ_CACHE_MAX 256
+struct nvsim_obj_cache {
+	size_t size;		/* of the cached objects (0: none yet) */
+	unsigned int n;
+	void *obj[NVSIM_OBJ_CACHE_MAX];
+};
+/* [0] page tables <= 32 bytes, [1] bigger page tables, [2] DMA mappings */
+static struct nvsim_obj_cache nvsim_obj_cache[3];
+static DEFINE_SPINLOCK(nvsim_obj_lock);
+
+static struct nvsim_obj_cache *nvsim_obj_class(u32 kind, size_t size)
+{
+	if (kind == NVSIM_OBJ_MAPPING)
+		return &nvsim_obj_cache[2];
+	return &nvsim_obj_cache[size <= 32 ? 0 : 1];
+}
+
+/* Marks [p, p + size) inaccessible (a freed slab object) or accessible to
+ * KASAN; size is rounded up to the 8-byte granule (as kmalloc's object). */
+static void nvsim_obj_shadow(void *p, size_t size, bool freed)
+{
+#ifdef CONFIG_KASAN_GENERIC
+	/* __memset: the shadow itself must not be checked (KASAN's own
+	 * __asan_set_shadow_* helpers write it the same way). */
+	__memset(kasan_mem_to_shadow(p), freed ? 0xFB : 0,
+		 DIV_ROUND_UP(size, 1UL << KASAN_SHADOW_SCALE_SHIFT));
+#endif
+}
+
+void *nvsim_glue_obj_alloc(u32 kind, size_t size)
+{
+	struct nvsim_obj_cache *c = nvsim_obj_class(kind, size);
+	void *p = NULL;
+
+	spin_lock(&nvsim_obj_lock);
+	if (c->n && c->size == size)
+		p = c->obj[--c->n];
+	spin_unlock(&nvsim_obj_lock);
+	if (!p)
+		return kzalloc(size, GFP_KERNEL);
+	nvsim_obj_shadow(p, size, false);
+	memset(p, 0, size);
+	return p;
+}
+
+void nvsim_glue_obj_free(u32 kind, void *p, size_t size)
+{
+	struct nvsim_obj_cache *c = nvsim_obj_class(kind, size);
+
+	if (!p)
+		return;
+	if (READ_ONCE(reuse_freed)) {
+		memset(p, POISON_FREE, size);
+		spin_lock(&nvsim_obj_lock);
+		/* A class whose objects changed size (pt_version) starts over. */
+		if (c->n && c->size != size) {
+			spin_unlock(&nvsim_obj_lock);
+			kfree(p);
+			return;
+		}
+		if (c->n < NVSIM_OBJ_CACHE_MAX) {
+			c->size = size;
+			c->obj[c->n++] = p;
+			nvsim_obj_shadow(p, size, true);
+			p = NULL;
+		}
+		spin_unlock(&nvsim_obj_lock);
+	}
+	kfree(p);
+}
+
+/* Module exit, after the last object was freed: back to the slab. */
+void nvsim_glue_obj_cache_drain(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(nvsim_obj_cache); i++) {
+		struct nvsim_obj_cache *c = &nvsim_obj_cache[i];
+
+		while (c->n) {
+			void *p = c->obj[--c->n];
+
+			nvsim_obj_shadow(p, c->size, false);
+			kfree(p);
+		}
+	}
+}
 int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len)
 {
 	return copy_to_user(u64_to_user_ptr(user_addr), src, len) ? -EFAULT : 0;

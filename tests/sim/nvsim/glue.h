@@ -53,6 +53,12 @@ u64 nvsim_glue_block_phys(struct page *page);
 void *nvsim_glue_kzalloc(size_t size);		/* free with kfree */
 void *nvsim_glue_kvzalloc(size_t size);		/* free with nvsim_glue_kvfree */
 void nvsim_glue_kvfree(void *p);
+/* Page-table and mapping headers: a LIFO cache of freed objects per kind and
+ * kmalloc size class (reuse_freed), KASAN-poisoned while cached. */
+enum { NVSIM_OBJ_PAGE_TABLE = 0, NVSIM_OBJ_MAPPING = 1 };
+void *nvsim_glue_obj_alloc(u32 kind, size_t size);	/* zeroed; free with nvsim_glue_obj_free */
+void nvsim_glue_obj_free(u32 kind, void *p, size_t size);
+void nvsim_glue_obj_cache_drain(void);
 int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len);
 
 /* --- devices, reports -------------------------------------------------- */

@@ -60,6 +60,9 @@ pub(crate) struct PinRec {
     /// both be reused once a pin is freed (an unlocked dma_map step must not
     /// mistake a new pin for the one it started on).
     pub(crate) serial: u64,
+    /// The retire sequence number taken when the pin was made: a call that
+    /// started before it cannot have been handed this pin's table.
+    pub(crate) created: u64,
     pub(crate) table: PageTable,
     pub(crate) alloc: usize,
     pub(crate) va: u64,
@@ -82,6 +85,9 @@ pub(crate) struct MapRec {
     pub(crate) peer: usize,
     /// A dma_unmap_pages of it is in flight (between its start and end).
     pub(crate) unmapping: bool,
+    /// A dma_unmap_pages of it failed (injected): the put of its table
+    /// frees it, as the driver does, and is no `put_before_unmap`.
+    pub(crate) unmap_failed: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -344,6 +350,7 @@ impl StateGuard<'_> {
         }
         let rec = PinRec {
             serial: PIN_SERIAL.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
+            created: self.next_retire_seq(),
             table,
             alloc: idx,
             va: args.va,
@@ -367,6 +374,42 @@ impl StateGuard<'_> {
         Ok(ptr)
     }
 
+    /// The serial, process and allocation VA of the live pin whose table
+    /// is at `table`.
+    pub(crate) fn pin_serial(&self, table: usize) -> Option<(u64, u32, u64)> {
+        let p = self.pins.find(|p| p.table.ptr() as usize == table)?;
+        let pin = self.pins.get(p)?;
+        let a = self.allocs.get(pin.alloc)?;
+        Some((pin.serial, a.owner, a.va))
+    }
+
+    /// get_pages' second hold: the free callback of pin `serial`, unless a
+    /// cudaFree tore the pin down since the first (-EINVAL: the driver
+    /// finds no pin to attach it to).
+    pub(crate) fn register_callback(
+        &mut self,
+        serial: u64,
+        callback: FreeCallback,
+        data: usize,
+    ) -> Result {
+        let p = self
+            .pins
+            .find(|p| p.serial == serial && !p.called)
+            .ok_or(EINVAL)?;
+        let pin = self.pins.get_mut(p).ok_or(EINVAL)?;
+        pin.callback = Some(callback);
+        pin.data = data;
+        Ok(())
+    }
+
+    /// The process and allocation VA of the live pin whose table is at
+    /// `table` (for the put hook's free).
+    pub(crate) fn pin_owner(&self, table: usize) -> Option<(u32, u64)> {
+        let p = self.pins.find(|p| p.table.ptr() as usize == table)?;
+        let a = self.allocs.get(self.pins.get(p)?.alloc)?;
+        Some((a.owner, a.va))
+    }
+
     /// Is `va` inside a live (not freed) allocation?
     fn va_live(&self, va: u64) -> bool {
         self.allocs.find(|a| a.va_live && a.contains(va)).is_some()
@@ -386,6 +429,7 @@ impl StateGuard<'_> {
                 let Some(pin) = self.pins.get(p) else {
                     return Err(EINVAL);
                 };
+                let (pin_va, pin_alloc, pin_created) = (pin.va, pin.alloc, pin.created);
                 if pin.persistent != persistent {
                     let kind = if pin.persistent {
                         "a persistent"
@@ -398,30 +442,12 @@ impl StateGuard<'_> {
                     );
                     return Err(EINVAL);
                 }
-                if pin.va != va && !persistent && self.late_put_of(table, va) {
-                    // A table freed after its callback, its address now
-                    // another pin's: the late put of the old one (benign).
-                    self.raced += 1;
-                    return Ok(());
-                }
-                if pin.va != va {
-                    violation::report(
-                        Kind::BadArgs,
-                        format_args!(
-                            "nvidia_p2p_{}: VA {:#x} is not the table's {:#x}",
-                            call.name(),
-                            va,
-                            pin.va
-                        ),
-                    );
-                    return Err(EINVAL);
-                }
                 if !persistent {
                     // The real put looks the pin up among the calling
                     // process's RM clients: from another process or a
                     // kernel thread it finds nothing, returns 0, and the
                     // pin and its free callback stay armed.
-                    let owner = self.allocs.get(pin.alloc).map_or(0, |a| a.owner);
+                    let owner = self.allocs.get(pin_alloc).map_or(0, |a| a.owner);
                     if sys::current_is_kthread() || sys::current_tgid() != owner {
                         Event::ForeignPut.count();
                         pr_info!(
@@ -433,8 +459,40 @@ impl StateGuard<'_> {
                         );
                         return Ok(());
                     }
+                    // RM finds the pin by the table pointer alone.  A put
+                    // that started before this pin was made, or that names
+                    // the VA of a table freed at this address after its
+                    // callback, is a late put of that freed table: the
+                    // driver releases this other, live pin.
+                    if pin_created > entry_seq || (pin_va != va && self.late_put_of(table, va)) {
+                        self.put_released_other_pin(p, va, table);
+                        return Ok(());
+                    }
                 }
-                let live_maps = self.maps.iter().filter(|(_, m)| m.pin == p).count();
+                if pin_va != va {
+                    violation::report(
+                        Kind::BadArgs,
+                        format_args!(
+                            "nvidia_p2p_{}: VA {:#x} is not the table's {:#x}",
+                            call.name(),
+                            va,
+                            pin_va
+                        ),
+                    );
+                    return Err(EINVAL);
+                }
+                // The driver's put can fail (-ENOMEM from its stack cache,
+                // NV_ERR_INVALID_STATE): nothing is released then.
+                self.take_fault(if persistent {
+                    crate::bindings::NVSIM_FAULT_PUT_PERSISTENT
+                } else {
+                    crate::bindings::NVSIM_FAULT_PUT
+                })?;
+                let live_maps = self
+                    .maps
+                    .iter()
+                    .filter(|(_, m)| m.pin == p && !m.unmap_failed)
+                    .count();
                 if live_maps > 0 {
                     let in_unmap = self
                         .maps
@@ -482,6 +540,33 @@ impl StateGuard<'_> {
                 Err(EINVAL)
             }
         }
+    }
+
+    /// A late put of a freed table whose address pin `p` of the same
+    /// process now has: the driver releases `p` (its BAR1 mappings, its
+    /// table, its free callback) as if its owner had put it.  The owner
+    /// keeps a freed table, and its cudaFree will fence nothing.
+    fn put_released_other_pin(&mut self, p: usize, va: u64, table: usize) {
+        let (victim_va, serial, maps, owner) = match self.pins.get(p) {
+            Some(pin) => (
+                pin.va,
+                pin.serial,
+                self.maps.iter().filter(|(_, m)| m.pin == p).count(),
+                self.allocs.get(pin.alloc).map_or(0, |a| a.owner),
+            ),
+            None => return,
+        };
+        violation::report(
+            Kind::PutReleasedOtherPin,
+            format_args!(
+                "nvidia_p2p_put_pages of VA {:#x} (its page table {:#x} was freed after its free \
+                 callback) released the live pin of VA {:#x} (pin #{}, process {}, {} DMA \
+                 mapping(s)) that the driver had put at that address since: its owner keeps a \
+                 freed page table and its free callback will never run",
+                va, table, victim_va, serial, owner, maps
+            ),
+        );
+        self.retire_pin(p, Released::ByStalePut);
     }
 
     /// Module unload: reports pins still held, then frees everything.

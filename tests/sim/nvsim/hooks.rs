@@ -13,8 +13,8 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::bindings::{
-    nvsim_hook, NVSIM_HOOK_MAP_EPILOGUE, NVSIM_HOOK_MAP_PROLOGUE, NVSIM_HOOK_SITES,
-    NVSIM_HOOK_UNMAP,
+    nvsim_hook, NVSIM_HOOK_GET_PAGES, NVSIM_HOOK_MAP_EPILOGUE, NVSIM_HOOK_MAP_PROLOGUE,
+    NVSIM_HOOK_PUT, NVSIM_HOOK_SITES, NVSIM_HOOK_UNMAP,
 };
 use crate::lock::API;
 use crate::sys;
@@ -29,6 +29,12 @@ pub(crate) enum Site {
     MapPrologue = NVSIM_HOOK_MAP_PROLOGUE as isize,
     MapEpilogue = NVSIM_HOOK_MAP_EPILOGUE as isize,
     Unmap = NVSIM_HOOK_UNMAP as isize,
+    /// put_pages on its way to the API lock: after the free, the put is
+    /// held for the hook's whole wait (a put queued behind a teardown).
+    Put = NVSIM_HOOK_PUT as isize,
+    /// get_pages between its two API-lock holds: pinned, the free callback
+    /// not registered yet.
+    GetPages = NVSIM_HOOK_GET_PAGES as isize,
 }
 
 impl Site {
@@ -37,6 +43,8 @@ impl Site {
             Site::MapPrologue => "map_prologue",
             Site::MapEpilogue => "map_epilogue",
             Site::Unmap => "unmap",
+            Site::Put => "put",
+            Site::GetPages => "get_pages",
         }
     }
 }
@@ -84,7 +92,13 @@ impl Armed {
     /// The report line.
     pub(crate) fn describe(&self, t: &mut crate::text::Text) -> core::fmt::Result {
         use core::fmt::Write;
-        for site in [Site::MapPrologue, Site::MapEpilogue, Site::Unmap] {
+        for site in [
+            Site::MapPrologue,
+            Site::MapEpilogue,
+            Site::Unmap,
+            Site::Put,
+            Site::GetPages,
+        ] {
             writeln!(t, "hook.{}={}", site.name(), self.count[site as usize])?;
         }
         Ok(())
@@ -150,6 +164,13 @@ pub(crate) fn fire(site: Site, owner: u32, va: u64) {
         }
         sys::msleep(2);
     };
+    if matches!(site, Site::Put) {
+        // Held until the whole wait passed: other threads of the process
+        // pin meanwhile (the table the free released is free to reuse).
+        while sys::msecs_since(t0) < u64::from(wait_ms) {
+            sys::msleep(2);
+        }
+    }
     pr_info!(
         "hook {}: cudaFree({:#x}) of process {}: {} (result {})\n",
         site.name(),

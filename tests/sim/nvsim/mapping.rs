@@ -64,6 +64,19 @@ impl StateGuard<'_> {
         match self.find_table(table) {
             Found::Live(p) => {
                 let pin = self.pins.get(p).ok_or(EINVAL)?;
+                if pin.created > entry_seq {
+                    // The table the call was given was freed after its
+                    // callback, and a newer pin has its address: the real
+                    // driver would map that pin for this caller.  The
+                    // documented window, the driver's hazard (tests/sim/
+                    // README.md, ledger): the call fails here instead.
+                    Event::MapRacedFree.count();
+                    pr_info!(
+                        "nvidia_p2p_dma_map_pages: the page table was freed and its address \
+                         reused by a newer pin during the call\n"
+                    );
+                    return Err(EINVAL);
+                }
                 let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
                 Ok(Prologue {
                     pin: p,
@@ -139,6 +152,7 @@ impl StateGuard<'_> {
             pin: pro.pin,
             peer: peer.as_ptr() as usize,
             unmapping: false,
+            unmap_failed: false,
         };
         // On failure the mapping is dropped (freed) with `rec`.
         self.maps.insert(rec)?;
@@ -189,6 +203,14 @@ impl StateGuard<'_> {
                 }
                 let alloc = pin.map_or(usize::MAX, |p| p.alloc);
                 let (owner, va) = self.allocs.get(alloc).map_or((0, 0), |a| (a.owner, a.va));
+                // The driver's unmap can fail: the mapping stays, and the
+                // put of its table frees it (nv_p2p_free_page_table).
+                if let Err(e) = self.take_fault(crate::bindings::NVSIM_FAULT_UNMAP) {
+                    if let Some(rec) = self.maps.get_mut(m) {
+                        rec.unmap_failed = true;
+                    }
+                    return Err(e);
+                }
                 if let Some(rec) = self.maps.get_mut(m) {
                     rec.unmapping = true;
                 }

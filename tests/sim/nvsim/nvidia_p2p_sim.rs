@@ -2,7 +2,7 @@
 
 //! nvidia_p2p_sim: a simulated NVIDIA GPU driver for testing peer-memory
 //! clients.  It exports the `nvidia_p2p_*` API with the real ABI and
-//! enforces its contract (see shared/facts/nvidia-p2p.md): every violation
+//! enforces its contract (see docs/facts/nvidia-p2p.md): every violation
 //! is counted, logged and WARNed, so a test sees exactly what a client did
 //! wrong instead of a hang or memory corruption on a real cluster.
 
@@ -53,6 +53,7 @@ impl Drop for NvidiaP2pSim {
     fn drop(&mut self) {
         sys::exit();
         lock::API.state().shutdown();
+        sys::drain_object_cache();
         pr_info!("simulated GPU removed\n");
     }
 }

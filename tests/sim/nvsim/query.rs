@@ -15,7 +15,14 @@ use crate::text::Text;
 use crate::violation::{self, CALLS, EVENTS, KINDS};
 
 /// The fault injection sites' names, as in `struct nvsim_fault`.
-const SITE_NAMES: [&str; FAULT_SITES] = ["get_pages", "dma_map_pages", "get_pages_persistent"];
+const SITE_NAMES: [&str; FAULT_SITES] = [
+    "get_pages",
+    "dma_map_pages",
+    "get_pages_persistent",
+    "put_pages",
+    "put_pages_persistent",
+    "dma_unmap_pages",
+];
 
 impl StateGuard<'_> {
     /// Ok if every range lies in live, pinned, DMA-mapped GPU memory.

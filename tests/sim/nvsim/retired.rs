@@ -23,6 +23,10 @@ pub(crate) enum Released {
     ByCallback,
     /// The client (put_pages / dma_unmap_pages).
     ByClient,
+    /// Another client's late put_pages that found this pin by its table's
+    /// address (`put_released_other_pin`, reported then): its owner's later
+    /// calls with it are the consequence, not violations of their own.
+    ByStalePut,
 }
 
 /// The address of a released (freed) page table or mapping, kept so later
@@ -135,14 +139,17 @@ impl GpuState {
             .is_some()
     }
 
-    /// A released page table freed after its callback, at `addr`, for
-    /// `va`: a new table may live at that address now (the allocator hands
-    /// addresses out again), yet a late put_pages of the old one, by its
-    /// VA, is the benign race with the teardown, not a wrong VA.
+    /// Whether a page table of `va` at `addr` was freed by the driver (after
+    /// its free callback, or by another client's late put): a put_pages of
+    /// it that finds a newer pin at that address releases that pin
+    /// (`put_released_other_pin`).
     pub(crate) fn late_put_of(&self, addr: usize, va: u64) -> bool {
         self.retired
             .find(|r| {
-                r.is_table && r.addr == addr && r.va == va && r.how == Released::ByCallback
+                r.is_table
+                    && r.addr == addr
+                    && r.va == va
+                    && matches!(r.how, Released::ByCallback | Released::ByStalePut)
             })
             .is_some()
     }
@@ -155,12 +162,19 @@ impl GpuState {
             return Stale::Twice;
         };
         let verdict = match r.how {
+            Released::ByStalePut => Stale::Race,
             Released::ByClient if release => Stale::Twice,
             Released::ByClient => Stale::AfterPut,
             Released::ByCallback if release && r.releases > 0 => Stale::Twice,
-            // A put_pages of a table the driver freed after the callback
-            // finds no pin and returns 0: benign, whenever it comes.
+            // A put_pages of a table the driver freed after the callback,
+            // whose address no pin has taken since (else `unpin` found that
+            // pin): the driver finds no pin and returns 0.
             Released::ByCallback if matches!(call, Call::PutPages) => Stale::Race,
+            // dma_unmap_pages of a mapping freed after its callback: the
+            // driver reads freed memory, whenever it comes.
+            Released::ByCallback if matches!(call, Call::DmaUnmapPages) => Stale::AfterCallback,
+            // dma_map_pages of a table freed after the call started: the
+            // documented prologue window (the driver's hazard).
             Released::ByCallback if r.seq > entry_seq || sys::msecs_since(r.at) < grace => {
                 Stale::Race
             }
@@ -229,16 +243,15 @@ impl StateGuard<'_> {
             None if release => Ok(()),
             None => Err(EINVAL),
             Some(kind) => {
-                let (addr, how, releases, va, ms) = self.retired.get(q).map_or(
-                    (0, "?", 0, 0, 0),
-                    |r| {
+                let (addr, how, releases, va, ms) =
+                    self.retired.get(q).map_or((0, "?", 0, 0, 0), |r| {
                         let how = match r.how {
                             Released::ByCallback => "the driver after the free callback",
                             Released::ByClient => "the client",
+                            Released::ByStalePut => "another client's late put_pages",
                         };
                         (r.addr, how, r.releases, r.va, sys::msecs_since(r.at))
-                    },
-                );
+                    });
                 violation::report(
                     kind,
                     format_args!(

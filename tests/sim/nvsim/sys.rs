@@ -291,10 +291,21 @@ impl Drop for PageBlock {
 ///
 /// # Invariants
 ///
-/// `ptr` points to `size` bytes from `kvzalloc`, freed exactly once, on drop.
+/// `ptr` points to `size` bytes from `kvzalloc` (or, with `object`, from
+/// `nvsim_glue_obj_alloc`), freed exactly once, on drop.
 pub(crate) struct RawBuf {
     ptr: NonNull<u8>,
     size: usize,
+    /// From the object cache (`RawBuf::object`, of this kind), not kvzalloc.
+    object: Option<ObjKind>,
+}
+
+/// The kinds of ABI objects the object cache keeps apart (the driver
+/// allocates them in different kmalloc size classes).
+#[derive(Clone, Copy)]
+pub(crate) enum ObjKind {
+    PageTable = b::NVSIM_OBJ_PAGE_TABLE as isize,
+    Mapping = b::NVSIM_OBJ_MAPPING as isize,
 }
 
 // SAFETY: plain kernel memory; may be freed from any task.
@@ -306,7 +317,25 @@ impl RawBuf {
         // SAFETY: no preconditions; may sleep (GFP_KERNEL).
         let p = unsafe { b::nvsim_glue_kvzalloc(size.max(1)) };
         let ptr = NonNull::new(p.cast::<u8>()).ok_or(ENOMEM)?;
-        Ok(Self { ptr, size })
+        Ok(Self {
+            ptr,
+            size,
+            object: None,
+        })
+    }
+
+    /// A page-table or mapping header of `size` zeroed bytes (at most 64)
+    /// from the LIFO cache of freed objects: like the driver's kmalloc, it
+    /// may be at the address of the object of its size class freed last.
+    pub(crate) fn object(kind: ObjKind, size: usize) -> Result<Self> {
+        // SAFETY: no preconditions; may sleep (GFP_KERNEL).
+        let p = unsafe { b::nvsim_glue_obj_alloc(kind as u32, size.max(1)) };
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(ENOMEM)?;
+        Ok(Self {
+            ptr,
+            size,
+            object: Some(kind),
+        })
     }
 
     /// The address of the memory.
@@ -323,9 +352,24 @@ impl RawBuf {
 
 impl Drop for RawBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated by kvzalloc and freed only here (invariant).
-        unsafe { b::nvsim_glue_kvfree(self.ptr.as_ptr().cast()) }
+        if let Some(kind) = self.object {
+            // SAFETY: from nvsim_glue_obj_alloc with this kind and size,
+            // freed only here (invariant).
+            unsafe {
+                b::nvsim_glue_obj_free(kind as u32, self.ptr.as_ptr().cast(), self.size.max(1))
+            }
+        } else {
+            // SAFETY: allocated by kvzalloc and freed only here (invariant).
+            unsafe { b::nvsim_glue_kvfree(self.ptr.as_ptr().cast()) }
+        }
     }
+}
+
+/// Module exit, once every page table and mapping is freed: the object
+/// cache gives its memory back.
+pub(crate) fn drain_object_cache() {
+    // SAFETY: called once at module exit after the last object was freed.
+    unsafe { b::nvsim_glue_obj_cache_drain() }
 }
 
 /// A function of another module, looked up by name and held (the module

@@ -26,8 +26,6 @@ pub(crate) enum Kind {
     /// `put_pages` called from inside a free callback (the real driver
     /// deadlocks on its own lock).
     PutInCallback,
-    /// `dma_unmap_pages` called from inside a free callback (same).
-    UnmapInCallback,
     /// Any other locked API function called from inside a free callback.
     ApiInCallback,
     /// A page table or mapping used after its free callback returned.
@@ -55,6 +53,10 @@ pub(crate) enum Kind {
     /// A free callback returned while a `dma_unmap_pages` of the pin's
     /// mapping was still in flight: the driver frees what the unmap uses.
     UnmapInFlightAtFree,
+    /// A `put_pages` of a table the driver freed after its free callback,
+    /// whose address a newer pin of the same process now has: the driver
+    /// finds pins by the table pointer alone and releases that other pin.
+    PutReleasedOtherPin,
 }
 
 /// Every kind, in counter order.
@@ -63,7 +65,6 @@ pub(crate) const KINDS: [Kind; 17] = [
     Kind::ForeignVa,
     Kind::NullCallback,
     Kind::PutInCallback,
-    Kind::UnmapInCallback,
     Kind::ApiInCallback,
     Kind::UseAfterFreeCallback,
     Kind::UseAfterPut,
@@ -76,6 +77,7 @@ pub(crate) const KINDS: [Kind; 17] = [
     Kind::CallbackDeadlock,
     Kind::PinsAtUnload,
     Kind::UnmapInFlightAtFree,
+    Kind::PutReleasedOtherPin,
 ];
 
 impl Kind {
@@ -86,7 +88,6 @@ impl Kind {
             Kind::ForeignVa => c"foreign_va",
             Kind::NullCallback => c"null_callback",
             Kind::PutInCallback => c"put_in_callback",
-            Kind::UnmapInCallback => c"unmap_in_callback",
             Kind::ApiInCallback => c"api_in_callback",
             Kind::UseAfterFreeCallback => c"use_after_free_callback",
             Kind::UseAfterPut => c"use_after_put",
@@ -99,6 +100,7 @@ impl Kind {
             Kind::CallbackDeadlock => c"callback_deadlock",
             Kind::PinsAtUnload => c"pins_at_unload",
             Kind::UnmapInFlightAtFree => c"unmap_in_flight_at_free",
+            Kind::PutReleasedOtherPin => c"put_released_other_pin",
         }
     }
 
@@ -177,7 +179,6 @@ impl Call {
     pub(crate) fn in_callback_kind(self) -> Kind {
         match self {
             Call::PutPages | Call::PutPagesPersistent => Kind::PutInCallback,
-            Call::DmaUnmapPages => Kind::UnmapInCallback,
             _ => Kind::ApiInCallback,
         }
     }

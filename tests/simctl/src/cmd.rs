@@ -180,9 +180,12 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
                 Some("get_pages") => FAULT_GET_PAGES,
                 Some("dma_map") | Some("dma_map_pages") => FAULT_DMA_MAP,
                 Some("persistent") | Some("get_pages_persistent") => FAULT_PERSISTENT,
+                Some("put") | Some("put_pages") => FAULT_PUT,
+                Some("put_persistent") | Some("put_pages_persistent") => FAULT_PUT_PERSISTENT,
+                Some("unmap") | Some("dma_unmap_pages") => FAULT_UNMAP,
                 _ => {
                     return Err(usage(
-                        "gpu fault get_pages|dma_map|persistent COUNT [ERRNO]",
+                        "gpu fault get_pages|dma_map|persistent|put|put_persistent|unmap COUNT [ERRNO]",
                     ))
                 }
             };
@@ -211,11 +214,13 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
             Ok(None)
         }
         "hook" => {
-            let u = "gpu hook map_prologue|map_epilogue|unmap|none [COUNT] [WAIT_MS]";
+            let u = "gpu hook map_prologue|map_epilogue|unmap|put|get_pages|none [COUNT] [WAIT_MS]";
             let site = match a.first().map(String::as_str) {
                 Some("map_prologue") => HOOK_MAP_PROLOGUE,
                 Some("map_epilogue") => HOOK_MAP_EPILOGUE,
                 Some("unmap") => HOOK_UNMAP,
+                Some("put") => HOOK_PUT,
+                Some("get_pages") => HOOK_GET_PAGES,
                 _ => return Err(usage(u)),
             };
             let mut arg = NvsimHook {

@@ -150,7 +150,7 @@ impl Fuzz<'_> {
 
     /// Disarms every fault and hook, and the pin delay.
     fn disarm(&mut self) {
-        for site in 0..3 {
+        for site in 0..6 {
             let mut x = NvsimFault {
                 site,
                 count: 0,
@@ -159,7 +159,7 @@ impl Fuzz<'_> {
             };
             raw(self.dev, Sim::Gpu, NVSIM_IOC_FAULT, &mut x as *mut _ as u64).ok();
         }
-        for site in 1..4 {
+        for site in 1..6 {
             let mut h = NvsimHook {
                 site,
                 ..Default::default()
@@ -196,7 +196,7 @@ impl Fuzz<'_> {
         let mut f = NvsimFree { va: 0x1234 };
         self.refused(g, NVSIM_IOC_FREE, &mut f, "a free of no allocation");
         for (site, err) in [
-            (3, 5),
+            (6, 5),
             (u32::MAX, 5),
             (0, 0),
             (0, -5),
@@ -213,7 +213,7 @@ impl Fuzz<'_> {
         }
         for (site, wait) in [
             (0, 0),
-            (4, 0),
+            (6, 0),
             (u32::MAX, 0),
             (1, MAX_WAIT_MS + 1),
             (3, u32::MAX),

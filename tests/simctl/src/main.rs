@@ -9,8 +9,8 @@
 //! Commands (output is "key=value" text, one fact per line):
 //! ```text
 //! gpu alloc LEN [contiguous|fragmented:K|shuffled] [--at VA]   -> alloc va=...
-//! gpu free VA | gpu fault get_pages|dma_map|persistent N [ERRNO]
-//! gpu hook map_prologue|map_epilogue|unmap [COUNT] [WAIT_MS]
+//! gpu free VA | gpu fault get_pages|dma_map|persistent|put|put_persistent|unmap N [ERRNO]
+//! gpu hook map_prologue|map_epilogue|unmap|put|get_pages [COUNT] [WAIT_MS]
 //! gpu delay US_PER_PAGE | gpu stats | gpu get KEY | gpu reset
 //! core reg VA LEN [--access rw|ro|N] [--hook STEP:ACTION[:MS[:VA]]] [--sg-max N]
 //!      -> reg handle=H client=... core_context=N page_size=... nents=N; sg ... lines

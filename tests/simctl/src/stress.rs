@@ -330,7 +330,7 @@ fn worker_main(cfg: &Config, tally: &Tally, worker: u64, share: u64) -> ! {
 /// violation.
 fn end_state(dev: &Devices) -> Result<String, String> {
     let quiet = |_l: String| {};
-    for site in ["map_prologue", "map_epilogue", "unmap"] {
+    for site in ["map_prologue", "map_epilogue", "unmap", "put", "get_pages"] {
         cmd::run(dev, &w(&["gpu", "hook", site, "0"]), &quiet).map_err(|e| e.to_string())?;
     }
     for site in ["get_pages", "dma_map", "persistent"] {

@@ -196,7 +196,7 @@ fn op_free(life: &Life, r: &mut Rng) {
 }
 
 fn op_hook(life: &Life, r: &mut Rng) {
-    let site = *r.pick(&["map_prologue", "map_epilogue", "unmap"]);
+    let site = *r.pick(&["map_prologue", "map_epilogue", "unmap", "put", "get_pages"]);
     let wait = r.range(20, 200).to_string();
     run_op(life, "hook", w(&["gpu", "hook", site, "1", &wait]));
 }

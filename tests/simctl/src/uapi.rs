@@ -55,6 +55,9 @@ pub struct NvsimFree {
 pub const FAULT_GET_PAGES: u32 = 0;
 pub const FAULT_DMA_MAP: u32 = 1;
 pub const FAULT_PERSISTENT: u32 = 2;
+pub const FAULT_PUT: u32 = 3;
+pub const FAULT_PUT_PERSISTENT: u32 = 4;
+pub const FAULT_UNMAP: u32 = 5;
 
 #[repr(C)]
 #[derive(Default, Clone, Copy, Debug)]
@@ -82,6 +85,8 @@ pub const NVSIM_IOC_RESET: u64 = io(b'N', 6);
 pub const HOOK_MAP_PROLOGUE: u32 = 1;
 pub const HOOK_MAP_EPILOGUE: u32 = 2;
 pub const HOOK_UNMAP: u32 = 3;
+pub const HOOK_PUT: u32 = 4;
+pub const HOOK_GET_PAGES: u32 = 5;
 
 #[repr(C)]
 #[derive(Default, Clone, Copy, Debug)]

@@ -19,6 +19,13 @@ for site in map_prologue map_epilogue; do
     sim_run 'A=gpu alloc 2M; H=core reg $A 2M; core dma-check $H; gpu free $A; !ESTALE core dma-check $H; core dereg $H'
 done
 check "the driver counted the raced calls (its hazard, not the client's)" test "$(gpu_get map_raced_free)" -ge 2
+# get_pages pins and registers the free callback in two holds of the
+# driver's lock; a cudaFree in between tears the pin down without a
+# callback and the get fails (EINVAL: not GPU memory any more, declined).
+check "cudaFree between get_pages' two holds: ibv_reg_mr fails, nothing pinned" \
+  sim_run 'A=gpu alloc 2M; gpu hook get_pages 1; !EFAULT core reg $A 2M; gpu get hook.get_pages; gpu get pins; gpu get allocations'
+check "... the hook's free ran; nothing pinned or allocated" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 0,0,0
+check "... and no free callback reference was kept" test "$(pm_stat live_registrations)" = 0
 no_leaks
 check "unload" pm_down
 finish

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pin/put gate of revocable pins (the rule and why it is needed are in
+//! rust/logic/gate.rs; DMA maps pass it like puts): its state under a mutex, and a condition variable
+//! the waiting side sleeps on.  Neither side holds the gate's lock while it
+//! is in the driver, and the free callback never passes the gate, so the
+//! gate adds no lock the driver's callback could wait for.
+
+use kernel::prelude::*;
+use kernel::sync::{CondVar, Mutex};
+use kernel::{new_condvar, new_mutex};
+
+use crate::logic::gate::Gate;
+use crate::stats::STATS;
+
+/// Revocable pins, and the puts and DMA maps naming revocable pins' tables,
+/// of one client: never in the driver at the same time.
+#[pin_data]
+pub(crate) struct PinGate {
+    #[pin]
+    state: Mutex<Gate>,
+    /// Signalled whenever a pin or put leaves the driver.
+    #[pin]
+    left: CondVar,
+}
+
+impl PinGate {
+    /// An open gate.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(PinGate {
+            state <- new_mutex!(Gate::new(), "peermem_rs::PinGate::state"),
+            left <- new_condvar!("peermem_rs::PinGate::left"),
+        })
+    }
+
+    /// Runs `pin` (a revocable pin call into the driver) once no call naming
+    /// a revocable pin's table is in flight, keeping new ones out until it
+    /// returned.
+    pub(crate) fn pin<T>(&self, pin: impl FnOnce() -> T) -> T {
+        let mut g = self.state.lock();
+        let mut waiting = false;
+        while !g.pin_enter(waiting) {
+            if !waiting {
+                STATS.gate_waited();
+            }
+            waiting = true;
+            self.left.wait(&mut g);
+        }
+        drop(g);
+        let r = pin();
+        self.state.lock().pin_done();
+        self.left.notify_all();
+        r
+    }
+
+    /// Runs `call` (a put or DMA map naming a revocable pin's table) while
+    /// no pin is in flight, keeping pins out until it returned.
+    pub(crate) fn use_table<T>(&self, call: impl FnOnce() -> T) -> T {
+        let mut g = self.state.lock();
+        let mut waited = false;
+        while !g.put_enter() {
+            if !waited {
+                STATS.gate_waited();
+            }
+            waited = true;
+            self.left.wait(&mut g);
+        }
+        drop(g);
+        let r = call();
+        self.state.lock().put_done();
+        self.left.notify_all();
+        r
+    }
+}
