@@ -310,11 +310,18 @@ impl Registration {
         // call: no pin of ours may be given its address meanwhile (the
         // gate), or the driver would map that pin for us.
         let mapped = match self.client.mode {
-            Mode::Invalidate => self
-                .client
-                .gate
-                .use_table(|| self.client.nvidia.dma_map(peer, table)),
-            Mode::Persistent => self.client.nvidia.dma_map(peer, table),
+            Mode::Invalidate => self.client.gate.use_table(|| {
+                // The callback may have run while the map waited at the
+                // gate: then the table is freed, and is not passed on.
+                if self.inner.lock().state != State::Mapping {
+                    return None;
+                }
+                Some(self.client.nvidia.dma_map(peer, table))
+            }),
+            Mode::Persistent => Some(self.client.nvidia.dma_map(peer, table)),
+        };
+        let Some(mapped) = mapped else {
+            return Err(Self::fail(ErrorKind::Revoked, EFAULT));
         };
         let mut inner = self.inner.lock();
         match (inner.state.map_end(mapped.is_ok()), mapped) {

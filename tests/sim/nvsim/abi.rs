@@ -108,6 +108,28 @@ impl PageTable {
     }
 }
 
+/// The real driver's reads of a page table in `nvidia_p2p_dma_map_pages`'
+/// prologue (its page size and entry count), done through `table` even
+/// when a cudaFree freed that table meanwhile: the driver's own use after
+/// free, which KASAN reports on a KASAN kernel.
+///
+/// # Safety
+///
+/// `table` is the address of a page-table header this simulator handed
+/// out, live or held in the object cache (its memory stays allocated).
+#[inline(never)]
+pub(crate) unsafe fn driver_reads_table(table: usize) -> (u32, u32) {
+    let t = table as *const nvidia_p2p_page_table;
+    // SAFETY: the caller's contract: `t` points to memory that stays
+    // allocated (a live header, or one held in the object cache).
+    unsafe {
+        (
+            core::ptr::read_volatile(core::ptr::addr_of!((*t).page_size)),
+            core::ptr::read_volatile(core::ptr::addr_of!((*t).entries)),
+        )
+    }
+}
+
 /// A DMA mapping handed to a client.
 ///
 /// # Invariants

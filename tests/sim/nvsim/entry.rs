@@ -286,7 +286,11 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
         let pro = API.state().map_prologue(page_table as usize, seq)?;
         hooks::fire(Site::MapPrologue, pro.owner, pro.va);
         let api = API.lock_for(call)?;
-        let mapping = api.state().map_locked(&pro, peer)?;
+        let Some(mapping) = api.state().map_locked(&pro, peer)? else {
+            drop(api);
+            prologue_raced(pro.table);
+            return Err(EINVAL);
+        };
         latency::charge(Op::Map, api.state().table_pages(page_table as usize));
         drop(api);
         // Epilogue, without the API lock: link the mapping.
@@ -296,6 +300,28 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
         unsafe { out.as_ptr().write(mapping) };
         Ok(0)
     })
+}
+
+/// A cudaFree freed the page table during dma_map_pages' prologue: the
+/// real driver goes on reading it (`prologue_reads`, default on).
+fn prologue_raced(table: usize) {
+    // With reuse_freed=0 the header was freed for real (KFENCE may have
+    // unmapped it): the read would oops the test machine, not report.
+    if !sys::param::prologue_reads() || !sys::param::reuse_freed() {
+        pr_info!("nvidia_p2p_dma_map_pages: the page table was freed during the call (prologue)\n");
+        return;
+    }
+    // SAFETY: `table` was a live page table of this simulator when the
+    // prologue found it; freed since, its header is held in the object
+    // cache (reuse_freed), still allocated: the read cannot fault.
+    let (page_size, entries) = unsafe { crate::abi::driver_reads_table(table) };
+    pr_info!(
+        "nvidia_p2p_dma_map_pages: the page table was freed during the call (prologue); the \
+         driver read page size type {:#x}, {} entries from it (the real driver can hit its \
+         BUG_ON on the page size here)\n",
+        page_size,
+        entries
+    );
 }
 
 /// Releases a DMA mapping.  Takes no API lock (only the allocation's

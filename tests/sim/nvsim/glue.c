@@ -20,7 +20,6 @@
 #include <linux/poison.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
-#include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
@@ -65,7 +64,10 @@ module_param(pt_version, uint, 0644);
 MODULE_PARM_DESC(pt_version, "page-table version handed out: 0x00020000 (v2, 40 bytes, driver >= 580) or 0x00010002 (v1, 32 bytes); any value is used as given");
 static unsigned int stale_grace_ms;
 module_param(stale_grace_ms, uint, 0644);
-MODULE_PARM_DESC(stale_grace_ms, "diagnosis only (0, off, by default): within this time a new page table never takes the address of one freed after its free callback, and a dma_map of such a table is taken for the documented race");
+MODULE_PARM_DESC(stale_grace_ms, "diagnosis only (0, off, by default): within this time a new page table never takes the address of one freed after its free callback");
+static unsigned int map_window_ms = 100;
+module_param(map_window_ms, uint, 0644);
+MODULE_PARM_DESC(map_window_ms, "a dma_map_pages that starts this soon after its page table was freed by a free callback is the documented window (a client cannot hold its lock across the call), not a use after the callback");
 static bool reuse_freed = true;
 module_param(reuse_freed, bool, 0644);
 MODULE_PARM_DESC(reuse_freed, "1 (default): a freed page table or DMA mapping's address is handed to the next allocation of its size at once (LIFO), as kmalloc does; 0: every object is freshly allocated");
@@ -73,6 +75,9 @@ static unsigned int callback_timeout_ms = 5000;
 module_param(callback_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(callback_timeout_ms, "a call that waits this long for the API lock held across a free callback is reported as a deadlock (-EDEADLK)");
 
+static bool prologue_reads = true;
+module_param(prologue_reads, bool, 0644);
+MODULE_PARM_DESC(prologue_reads, "1 (default): after a cudaFree during dma_map_pages' prologue the driver reads the freed page table, as the real one does (a KASAN report on a KASAN kernel; the real driver can oops there); 0: the call fails without reading it");
 static bool persistent_supported = true;
 module_param(persistent_supported, bool, 0644);
 MODULE_PARM_DESC(persistent_supported, "0: nvidia_p2p_get_pages_persistent fails with -ENOTSUPP, as on MIG, vGPU or confidential computing");
@@ -108,6 +113,9 @@ bool nvsim_glue_lat_spin(void) { return READ_ONCE(lat_spin); }
 
 u32 nvsim_glue_pt_version(void) { return READ_ONCE(pt_version); }
 bool nvsim_glue_persistent_supported(void) { return READ_ONCE(persistent_supported); }
+bool nvsim_glue_prologue_reads(void) { return READ_ONCE(prologue_reads); }
+bool nvsim_glue_reuse_freed(void) { return READ_ONCE(reuse_freed); }
+u32 nvsim_glue_map_window_ms(void) { return READ_ONCE(map_window_ms); }
 u32 nvsim_glue_stale_grace_ms(void) { return READ_ONCE(stale_grace_ms); }
 u32 nvsim_glue_callback_timeout_ms(void) { return READ_ONCE(callback_timeout_ms); }
 
@@ -163,15 +171,17 @@ void nvsim_glue_kvfree(void *p) { kvfree(p); }
  * back soon).  Every object of a class has the same size (page tables: 32
  * bytes for a major-1 version, else 40; mappings: 40).
  */
-#define NVSIM_OBJ_CACHE_MAX 256
 struct nvsim_obj_cache {
 	size_t size;		/* of the cached objects (0: none yet) */
-	unsigned int n;
-	void *obj[NVSIM_OBJ_CACHE_MAX];
+	unsigned int n, cap;
+	void **obj;		/* grows as needed: a cached header is never
+				 * freed for real while the module lives, so
+				 * the driver's own late reads of it cannot
+				 * fault (KFENCE would protect a freed one) */
 };
 /* [0] page tables <= 32 bytes, [1] bigger page tables, [2] DMA mappings */
 static struct nvsim_obj_cache nvsim_obj_cache[3];
-static DEFINE_SPINLOCK(nvsim_obj_lock);
+static DEFINE_MUTEX(nvsim_obj_lock);
 
 static struct nvsim_obj_cache *nvsim_obj_class(u32 kind, size_t size)
 {
@@ -197,10 +207,10 @@ void *nvsim_glue_obj_alloc(u32 kind, size_t size)
 	struct nvsim_obj_cache *c = nvsim_obj_class(kind, size);
 	void *p = NULL;
 
-	spin_lock(&nvsim_obj_lock);
+	mutex_lock(&nvsim_obj_lock);
 	if (c->n && c->size == size)
 		p = c->obj[--c->n];
-	spin_unlock(&nvsim_obj_lock);
+	mutex_unlock(&nvsim_obj_lock);
 	if (!p)
 		return kzalloc(size, GFP_KERNEL);
 	nvsim_obj_shadow(p, size, false);
@@ -214,23 +224,30 @@ void nvsim_glue_obj_free(u32 kind, void *p, size_t size)
 
 	if (!p)
 		return;
-	if (READ_ONCE(reuse_freed)) {
-		memset(p, POISON_FREE, size);
-		spin_lock(&nvsim_obj_lock);
-		/* A class whose objects changed size (pt_version) starts over. */
-		if (c->n && c->size != size) {
-			spin_unlock(&nvsim_obj_lock);
-			kfree(p);
-			return;
-		}
-		if (c->n < NVSIM_OBJ_CACHE_MAX) {
-			c->size = size;
-			c->obj[c->n++] = p;
-			nvsim_obj_shadow(p, size, true);
-			p = NULL;
-		}
-		spin_unlock(&nvsim_obj_lock);
+	if (!READ_ONCE(reuse_freed)) {
+		kfree(p);
+		return;
 	}
+	memset(p, POISON_FREE, size);
+	mutex_lock(&nvsim_obj_lock);
+	if (c->n == c->cap) {
+		unsigned int cap = max(2 * c->cap, 64U);
+		void **v = krealloc_array(c->obj, cap, sizeof(*v), GFP_KERNEL);
+
+		if (v) {
+			c->obj = v;
+			c->cap = cap;
+		}
+	}
+	/* Objects of one class have one size; a class whose objects changed
+	 * size (pt_version) is not reused until it is empty again. */
+	if (c->n < c->cap && (!c->n || c->size == size)) {
+		c->size = size;
+		c->obj[c->n++] = p;
+		nvsim_obj_shadow(p, size, true);
+		p = NULL;
+	}
+	mutex_unlock(&nvsim_obj_lock);
 	kfree(p);
 }
 
@@ -248,6 +265,9 @@ void nvsim_glue_obj_cache_drain(void)
 			nvsim_obj_shadow(p, c->size, false);
 			kfree(p);
 		}
+		kfree(c->obj);
+		c->obj = NULL;
+		c->cap = 0;
 	}
 }
 int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len)

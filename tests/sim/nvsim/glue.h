@@ -17,6 +17,9 @@ struct pci_dev;
 /* --- module parameters --------------------------------------------------- */
 u32 nvsim_glue_pt_version(void);
 bool nvsim_glue_persistent_supported(void);
+bool nvsim_glue_prologue_reads(void);
+bool nvsim_glue_reuse_freed(void);
+u32 nvsim_glue_map_window_ms(void);
 u32 nvsim_glue_stale_grace_ms(void);
 u32 nvsim_glue_callback_timeout_ms(void);
 /* The latency model (lat_*, see glue.c). */

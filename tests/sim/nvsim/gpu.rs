@@ -109,6 +109,11 @@ pub(crate) struct GpuState {
     pub(crate) raced: u64,
     pub(crate) injected: u64,
     pub(crate) hooks: crate::hooks::Armed,
+    /// Mappings a dma_map_pages handed out after a cudaFree tore its pin
+    /// down during the epilogue: the driver linked them into freed
+    /// bookkeeping and nobody frees them (the driver's leak, kept here so
+    /// the memory stays valid for a client that reads it, freed at unload).
+    pub(crate) orphan_maps: Slots<DmaMapping>,
 }
 
 impl GpuState {
@@ -126,6 +131,7 @@ impl GpuState {
             raced: 0,
             injected: 0,
             hooks: crate::hooks::Armed::new(),
+            orphan_maps: Slots::new(),
         }
     }
 
@@ -583,6 +589,14 @@ impl StateGuard<'_> {
                 ),
             );
         }
+        let orphans = self.orphan_maps.count();
+        if orphans > 0 {
+            pr_info!(
+                "{} mapping(s) handed out during a cudaFree's teardown (the driver's leak) freed at unload\n",
+                orphans
+            );
+        }
+        drop(self.orphan_maps.take_all());
         drop(self.maps.take_all());
         drop(self.pins.take_all());
         drop(self.retired.take_all());

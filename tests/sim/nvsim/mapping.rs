@@ -22,7 +22,7 @@ use crate::abi::DmaMapping;
 use crate::bindings::{nvidia_p2p_dma_mapping, pci_dev};
 use crate::gpu::MapRec;
 use crate::lock::StateGuard;
-use crate::retired::{Found, Released};
+use crate::retired::{Found, Released, Retired};
 use crate::sys::{self, errno};
 use crate::violation::{self, Call, Event, Kind};
 
@@ -30,7 +30,8 @@ use crate::violation::{self, Call, Event, Kind};
 pub(crate) struct Prologue {
     pin: usize,
     serial: u64,
-    table: usize,
+    /// The page table's address, as the caller passed it.
+    pub(crate) table: usize,
     /// The allocation's owner and VA (the free hooks free it).
     pub(crate) owner: u32,
     pub(crate) va: u64,
@@ -102,20 +103,19 @@ impl StateGuard<'_> {
             .is_some_and(|p| p.serial == pro.serial && p.table.ptr() as usize == pro.table)
     }
 
-    /// dma_map_pages, under the API lock: builds the mapping.
+    /// dma_map_pages, under the API lock: builds the mapping.  `None`: a
+    /// cudaFree freed the table during the prologue.
     pub(crate) fn map_locked(
         &mut self,
         pro: &Prologue,
         peer: NonNull<pci_dev>,
-    ) -> Result<DmaMapping> {
+    ) -> Result<Option<DmaMapping>> {
         if !self.still_live(pro) {
             // The table was freed by a cudaFree during the prologue: the
-            // real driver now uses freed memory.  Not the client's doing.
+            // real driver now uses freed memory (entry.rs makes its
+            // reads).  Not the client's doing.
             Event::MapRacedFree.count();
-            pr_info!(
-                "nvidia_p2p_dma_map_pages: the page table was freed during the call (prologue)\n"
-            );
-            return Err(EINVAL);
+            return Ok(None);
         }
         let pin = self.pins.get(pro.pin).ok_or(EINVAL)?;
         if pin.force_bar1 {
@@ -125,7 +125,7 @@ impl StateGuard<'_> {
         let pin = self.pins.get(pro.pin).ok_or(EINVAL)?;
         let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
         let first = pin.first;
-        DmaMapping::new(pin.npages, |i| a.mem.page(first + i), peer)
+        DmaMapping::new(pin.npages, |i| a.mem.page(first + i), peer).map(Some)
     }
 
     /// dma_map_pages, the unlocked epilogue: links the mapping into the
@@ -140,11 +140,20 @@ impl StateGuard<'_> {
     ) -> Result<*mut nvidia_p2p_dma_mapping> {
         let ptr = mapping.ptr();
         if !self.still_live(pro) || self.pins.get(pro.pin).is_some_and(|p| p.called) {
+            // The real driver links the mapping into the freed pin's list
+            // (its own use after free) and hands it out: a live mapping
+            // that no teardown will ever free.  The caller gets it too;
+            // any later use of it with its (freed) table is a use after
+            // the callback.
             Event::MapRacedFree.count();
             pr_info!(
-                "nvidia_p2p_dma_map_pages: the allocation was freed during the call (epilogue)\n"
+                "nvidia_p2p_dma_map_pages: the allocation was freed during the call (epilogue): \
+                 the mapping is handed out and never freed by the driver\n"
             );
-            self.retire_mapping(mapping, Released::ByCallback);
+            let seq = self.next_retire_seq();
+            self.quarantine(Retired::new(ptr as usize, false, Released::ByCallback, seq));
+            // (On allocation failure it is freed instead.)
+            let _ = self.orphan_maps.insert(mapping);
             return Ok(ptr);
         }
         let rec = MapRec {

@@ -122,6 +122,7 @@ impl StateGuard<'_> {
         writeln!(t, "violations={}", violation::total())?;
         writeln!(t, "free_callbacks={}", self.free_callbacks)?;
         writeln!(t, "raced_calls={}", self.raced)?;
+        writeln!(t, "orphan_mappings={}", self.orphan_maps.count())?;
         writeln!(t, "faults_injected={}", self.injected)?;
         for (name, f) in SITE_NAMES.iter().zip(self.faults.iter()) {
             writeln!(t, "fault.{}={}:{}", name, f.count, f.err)?;

@@ -157,7 +157,7 @@ impl GpuState {
     /// Judges a use of released object `q` by `call`, which started at
     /// retire sequence `entry_seq`; `release` is true for put/unmap.
     fn judge(&mut self, call: Call, q: usize, entry_seq: u64, release: bool) -> Stale {
-        let grace = sys::param::stale_grace_ms();
+        let window = sys::param::map_window_ms();
         let Some(r) = self.retired.get_mut(q) else {
             return Stale::Twice;
         };
@@ -173,9 +173,11 @@ impl GpuState {
             // dma_unmap_pages of a mapping freed after its callback: the
             // driver reads freed memory, whenever it comes.
             Released::ByCallback if matches!(call, Call::DmaUnmapPages) => Stale::AfterCallback,
-            // dma_map_pages of a table freed after the call started: the
-            // documented prologue window (the driver's hazard).
-            Released::ByCallback if r.seq > entry_seq || sys::msecs_since(r.at) < grace => {
+            // dma_map_pages of a table freed after the call started, or
+            // just before it (the client last saw its pin alive, and
+            // cannot hold its lock across the call: `map_window_ms`): the
+            // documented window, the driver's hazard.
+            Released::ByCallback if r.seq > entry_seq || sys::msecs_since(r.at) < window => {
                 Stale::Race
             }
             Released::ByCallback => Stale::AfterCallback,

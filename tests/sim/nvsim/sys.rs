@@ -107,6 +107,24 @@ pub(crate) mod param {
         unsafe { b::nvsim_glue_pt_version() }
     }
 
+    /// `prologue_reads`: see glue.c.
+    pub(crate) fn prologue_reads() -> bool {
+        // SAFETY: reads a module parameter; no preconditions.
+        unsafe { b::nvsim_glue_prologue_reads() }
+    }
+
+    /// `map_window_ms`: see glue.c.
+    pub(crate) fn map_window_ms() -> u64 {
+        // SAFETY: reads a module parameter; no preconditions.
+        u64::from(unsafe { b::nvsim_glue_map_window_ms() })
+    }
+
+    /// `reuse_freed`: see glue.c.
+    pub(crate) fn reuse_freed() -> bool {
+        // SAFETY: reads a module parameter; no preconditions.
+        unsafe { b::nvsim_glue_reuse_freed() }
+    }
+
     /// `persistent_supported`: see glue.c.
     pub(crate) fn persistent_supported() -> bool {
         // SAFETY: reads a module parameter.
