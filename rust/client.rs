@@ -315,8 +315,12 @@ unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
     let reg = unsafe { &*data.cast::<T::Registration>() };
     // SAFETY: this is the driver's free callback, and it makes one proof.
     let ran = unsafe { CallbackRan::new() };
-    // The reference is given back last, after every use of `reg`.
-    T::revoke(reg, ran).finish();
+    let revoked = T::revoke(reg, ran);
+    // The reference is given back last, after every use of `reg`, from
+    // the module's work queue: it may be the last reference on the module,
+    // and module unload waits for that queue, so no code of ours runs
+    // after it is gone (here, the driver would return into our code).
+    crate::glue::defer(move || revoked.finish());
 }
 
 /// Shows the stats (debugfs).

@@ -6,7 +6,7 @@
 use kernel::prelude::*;
 
 use crate::client::ClientTable;
-use crate::glue::{self, DebugFs};
+use crate::glue::{self, DebugFs, DeferQueue};
 use crate::nvidia::{Missing, NvidiaP2p};
 use crate::peer_core::{ClientRegistration, PeerCore};
 use crate::registration::{Client, Mode};
@@ -16,6 +16,9 @@ use crate::stats::STATS;
 pub(crate) struct PeermemRs {
     debugfs: Option<DebugFs>,
     registration: Option<ClientRegistration>,
+    /// Dropped last (after `drop` unregistered the client): waits for the
+    /// free callbacks' deferred reference drops.
+    _deferred: DeferQueue,
 }
 
 /// The `mode` parameter.
@@ -67,6 +70,7 @@ impl kernel::Module for PeermemRs {
             (None, false) => Mode::Invalidate,
         };
         let invalidation = mode == Mode::Invalidate;
+        let deferred = DeferQueue::create()?;
         let table = ClientTable::<Client>::build(name, glue::version(), invalidation).inspect_err(
             |_| {
                 pr_err!("peer_client_name must be 1 to 63 printable characters\n");
@@ -107,6 +111,7 @@ impl kernel::Module for PeermemRs {
         Ok(PeermemRs {
             debugfs,
             registration: Some(registration),
+            _deferred: deferred,
         })
     }
 }

@@ -13,6 +13,8 @@
 #include <linux/sched.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
 
 #include "nv-p2p-abi.h"
 #include "peer-mem-abi.h"
@@ -157,6 +159,56 @@ void peermem_sg_lend(struct sg_table *dst, const struct sg_table *src)
 void peermem_sg_free(struct sg_table *sgt)
 {
 	sg_free_table(sgt);
+}
+
+/*
+ * The module's own work queue: the free callback gives its reference on a
+ * registration back from here (it may be the last reference on the
+ * module), and module exit destroys the queue, which waits for a work
+ * function still returning through our code.
+ */
+static struct workqueue_struct *peermem_wq;
+
+struct peermem_deferred {
+	struct work_struct work;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+static void peermem_deferred_run(struct work_struct *work)
+{
+	struct peermem_deferred *d = container_of(work, struct peermem_deferred, work);
+
+	d->fn(d->arg);
+	kfree(d);
+}
+
+int peermem_defer_init(void)
+{
+	peermem_wq = alloc_workqueue("%s", 0, 0, KBUILD_MODNAME);
+	return peermem_wq ? 0 : -ENOMEM;
+}
+
+void peermem_defer_exit(void)
+{
+	destroy_workqueue(peermem_wq);
+	peermem_wq = NULL;
+}
+
+bool peermem_defer(void (*fn)(void *arg), void *arg)
+{
+	struct peermem_deferred *d;
+
+	if (!peermem_wq)
+		return false;
+	d = kmalloc(sizeof(*d), GFP_KERNEL);
+	if (!d)
+		return false;
+	INIT_WORK(&d->work, peermem_deferred_run);
+	d->fn = fn;
+	d->arg = arg;
+	queue_work(peermem_wq, &d->work);
+	return true;
 }
 
 static struct dentry *peermem_debugfs_dir;

@@ -52,6 +52,12 @@ u64 peermem_current_process(void);
  * contract.  WARNs once. */
 void peermem_warn_spurious_callback(void);
 
+/* The module's work queue (created at load, destroyed at unload, which
+ * waits for its work), and fn(arg) run on it; false: not queued. */
+int peermem_defer_init(void);
+void peermem_defer_exit(void);
+bool peermem_defer(void (*fn)(void *arg), void *arg);
+
 /* Sleeps (process context). */
 void peermem_msleep(unsigned int ms);
 

@@ -59,6 +59,61 @@ pub(crate) fn msleep(ms: u32) {
     unsafe { glue::peermem_msleep(ms) }
 }
 
+/// The module's own work queue, for [`defer`].
+///
+/// # Invariants
+///
+/// While the value exists, the glue's work queue exists; dropping it
+/// destroys the queue, which first waits for every queued work.
+pub(crate) struct DeferQueue(());
+
+impl DeferQueue {
+    /// Creates the queue (once, at module load).
+    pub(crate) fn create() -> Result<Self> {
+        // SAFETY: called once, at load, before anything is deferred.
+        kernel::error::to_result(unsafe { glue::peermem_defer_init() })?;
+        // INVARIANT: the queue was created.
+        Ok(DeferQueue(()))
+    }
+}
+
+impl Drop for DeferQueue {
+    fn drop(&mut self) {
+        // SAFETY: the queue exists (type invariant); destroy_workqueue
+        // drains it (waits until every work function returned) first.
+        unsafe { glue::peermem_defer_exit() }
+    }
+}
+
+/// Runs `f` later on the module's work queue (or now, if it cannot be
+/// queued).  For a last reference on the module: module unload waits for
+/// the queue, so no code of ours runs after it is gone.
+pub(crate) fn defer<F: FnOnce() + Send + 'static>(f: F) {
+    let Ok(b) = KBox::<F>::new_uninit(GFP_KERNEL) else {
+        return f();
+    };
+    let raw = KBox::into_raw(KBox::write(b, f));
+    // SAFETY: `run::<F>` takes back the box made here, once; the glue
+    // calls it at most once, and only if it returns true.
+    if unsafe { glue::peermem_defer(Some(run::<F>), raw.cast()) } {
+        return;
+    }
+    // SAFETY: not queued: `raw` is still ours, from `KBox::into_raw`.
+    let f = KBox::into_inner(unsafe { KBox::from_raw(raw) });
+    f()
+}
+
+/// The work function of [`defer`].
+///
+/// # Safety
+///
+/// `arg` comes from `KBox::<F>::into_raw` in `defer` and is used once.
+unsafe extern "C" fn run<F: FnOnce()>(arg: *mut core::ffi::c_void) {
+    // SAFETY: the caller's contract.
+    let f = KBox::into_inner(unsafe { KBox::from_raw(arg.cast::<F>()) });
+    f()
+}
+
 /// A reference on this module: while one exists, `rmmod` is refused.
 ///
 /// # Invariants

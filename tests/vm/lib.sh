@@ -80,6 +80,21 @@ log_reports() { # log_reports MARK: print the kernel reports logged since MARK
   return 0
 }
 
+# rmmod_settled MODULE -- rmmod once the module's last references are gone:
+# peermem_rs gives a free callback's reference back from its own work
+# queue (so that no code of the module runs after its last reference), a
+# moment after the callback; "in use" is retried for up to 3 s, any other
+# failure is final.
+rmmod_settled() {
+  local i out
+  for i in $(seq 30); do
+    out=$(rmmod "$1" 2>&1) && return 0
+    grep -q 'in use' <<< "$out" || { echo "$out" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "$out" >&2; return 1
+}
+
 run_case() { # run_case NAME -- run one case, print its verdict lines
   local name=$1 t0 r reports f=$CASES/$1.sh
   echo "VMCASE-BEGIN $name"

@@ -20,7 +20,7 @@ KO=$MODS/$MODULE.ko
 STATS=/sys/kernel/debug/$MODULE/stats
 pm_down() {
   local rc=0
-  grep -q "^$MODULE " /proc/modules && { rmmod "$MODULE" || rc=1; }
+  grep -q "^$MODULE " /proc/modules && { rmmod_settled "$MODULE" || rc=1; }
   sim_unload || rc=1
   return $rc
 }

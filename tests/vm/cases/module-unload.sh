@@ -28,7 +28,7 @@ for mode in persistent invalidate; do
   check "$mode: still loaded and serving" grep -q '^peermem_rs ' /proc/modules
   kill $holder; wait $holder 2>/dev/null
   check "$mode: the process exit deregistered the MR" test "$(pm_stat live_registrations)" = 0
-  check "$mode: rmmod now succeeds" rmmod peermem_rs
+  check "$mode: rmmod now succeeds" rmmod_settled peermem_rs
   no_leaks
   check "unload the simulators" sim_unload
 done

@@ -27,7 +27,7 @@ STATS=/sys/kernel/debug/$CLIENT/stats
 # pm_down for whichever client this run loaded.
 pm_down() {
   local rc=0
-  grep -q "^$CLIENT " /proc/modules && { rmmod "$CLIENT" || rc=1; }
+  grep -q "^$CLIENT " /proc/modules && { rmmod_settled "$CLIENT" || rc=1; }
   sim_unload || rc=1
   return $rc
 }
