@@ -7,6 +7,7 @@
 #   make deb                       build/deb/peermem-rs-dkms_<ver>_all.deb, peermem-probe_<ver>_<arch>.deb
 #   make rust-metadata KDIR=...    rebuild a Debian kernel's Rust metadata into its headers
 #   make hwtest [ARGS=--dry-run]   the hardware validation on a GPU + ConnectX host
+#   make hwtest-selftest           validate.sh against stand-ins (no hardware; part of make check)
 
 PEERMEM_VERSION := $(shell cat $(CURDIR)/VERSION)
 DKMS_NAME := peermem-rs
@@ -17,7 +18,7 @@ DKMS_DEST := $(if $(wildcard /etc/redhat-release),extra,updates/dkms)
 # The module sources DKMS builds from (everything the Kbuild needs, and dkms.conf).
 DKMS_FILES := dkms.conf Kbuild Makefile VERSION include rust scripts/check-kernel.sh scripts/install.mk
 
-.PHONY: install uninstall install-files install-dkms install-probe deb rust-metadata hwtest
+.PHONY: install uninstall install-files install-dkms install-probe deb rust-metadata hwtest hwtest-selftest
 
 install-files:
 	install -d $(DESTDIR)$(DKMS_SRC)
@@ -66,3 +67,6 @@ rust-metadata:
 
 hwtest:
 	bash tests/hw/validate.sh $(ARGS)
+
+hwtest-selftest:
+	bash tests/hw/selftest.sh
