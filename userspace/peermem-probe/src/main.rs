@@ -257,15 +257,26 @@ fn error_json(command: &str, code: i32, msg: &str) -> String {
         report::EXIT_UNTESTED => "untested",
         _ => "error",
     };
-    let v = serde_json::json!({
-        "schema_version": report::SCHEMA_VERSION,
-        "command": command,
-        "version": env!("CARGO_PKG_VERSION"),
-        "status": status,
-        "exit_code": code,
-        "error": msg,
-    });
-    format!("{v:#}\n")
+    /// The common header of every document, then the message.
+    #[derive(serde::Serialize)]
+    struct ErrorDoc<'a> {
+        schema_version: u32,
+        command: &'a str,
+        version: &'static str,
+        status: &'static str,
+        exit_code: i32,
+        error: &'a str,
+    }
+    let v = ErrorDoc {
+        schema_version: report::SCHEMA_VERSION,
+        command,
+        version: env!("CARGO_PKG_VERSION"),
+        status,
+        exit_code: code,
+        error: msg,
+    };
+    let v = serde_json::to_string_pretty(&v).unwrap_or_default();
+    format!("{v}\n")
 }
 
 /// `--json` among the arguments (before a `--`), for errors found before or

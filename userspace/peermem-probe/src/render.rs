@@ -264,12 +264,12 @@ pub fn bench(r: &BenchReport) -> String {
     if let Some(f) = &r.setup {
         out.push_str(&format!("setup: {}\n", f.status.word()));
         for (k, v) in [
-            ("error", &f.error),
-            ("cause", &f.cause),
-            ("remedy", &f.remedy),
+            ("error:  ", &f.error),
+            ("cause:  ", &f.cause),
+            ("remedy: ", &f.remedy),
         ] {
             if let Some(v) = v {
-                out.push_str(&format!("    {k}:  {v}\n"));
+                out.push_str(&format!("    {k}{v}\n"));
             }
         }
         return out;

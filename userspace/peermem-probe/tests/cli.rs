@@ -285,6 +285,13 @@ fn every_failure_under_json_is_json() {
         let v: serde_json::Value = serde_json::from_slice(&o.stdout)
             .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", text(&o)));
         assert_eq!(v["schema_version"], 2, "{args:?}");
+        assert!(
+            text(&o)
+                .trim_start()
+                .starts_with("{\n  \"schema_version\": 2,\n  \"command\": "),
+            "{args:?}: the header comes first, as in every document: {}",
+            text(&o)
+        );
         assert_eq!(v["command"], cmd, "{args:?}");
         assert_eq!(v["status"], "error", "{args:?}");
         assert_eq!(v["exit_code"], code, "{args:?}");
