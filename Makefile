@@ -64,5 +64,6 @@ vm-shell:
 
 check:
 	bash tests/bench/run.sh --host-only
+	bash tests/hw/selftest.sh
 
 include scripts/install.mk

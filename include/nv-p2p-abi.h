@@ -2,7 +2,7 @@
 /*
  * nv-p2p-abi.h -- our declaration of the NVIDIA P2P kernel API that
  * nvidia.ko exports (GPL-only): pinning GPU memory and DMA-mapping it for a
- * peer PCI device.  Written from the facts in shared/facts/nvidia-p2p.md
+ * peer PCI device.  Written from the facts in docs/facts/nvidia-p2p.md
  * (layouts checked on x86_64, LP64).  Used by peermem_rs.ko and by the
  * simulated provider nvidia_p2p_sim.ko, so both agree by construction; the
  * layout is asserted below and again on the Rust side (rust/abi.rs).

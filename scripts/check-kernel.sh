@@ -17,7 +17,7 @@
 # With --make-vars it prints the make variables that select the matching
 # tools (e.g. "RUSTC=rustc-1.85 BINDGEN=bindgen"), for the Makefile.
 # Used by dkms.conf, its PRE_BUILD and the Makefile's `modules` target.
-# PEERMEM_OS_RELEASE overrides /etc/os-release (tests).
+# PEERMEM_OS_RELEASE overrides /etc/os-release, PEERMEM_APT /etc/apt (tests).
 set -euo pipefail
 
 make_vars=no
@@ -45,6 +45,25 @@ distro() {
 }
 DISTRO=$(distro)
 
+# backports_remedy -- the commands (as root) that install Debian's backports
+# kernel, adding the backports source first unless apt already has one; the
+# same commands as README "Debian trixie". The source is derived from the
+# host's own deb822 entry (its mirror), so no mirror is named here.
+# PEERMEM_APT overrides /etc/apt (tests).
+backports_remedy() {
+  local cn arch apt=${PEERMEM_APT:-/etc/apt} add
+  cn=$(. "${PEERMEM_OS_RELEASE:-/etc/os-release}" 2>/dev/null; echo "${VERSION_CODENAME:-trixie}")
+  arch=$(dpkg --print-architecture 2>/dev/null || echo amd64)
+  if grep -rqs -- "$cn-backports" "$apt/sources.list" "$apt/sources.list.d"; then
+    add=
+  elif [ -f "$apt/sources.list.d/debian.sources" ]; then
+    add="first add the $cn-backports source from your mirror's entry: awk -v RS= '!/security/ {print; exit}' /etc/apt/sources.list.d/debian.sources | sed 's/^Suites:.*/Suites: $cn-backports/' > /etc/apt/sources.list.d/$cn-backports.sources && apt update; then: "
+  else
+    add="first add the $cn-backports source from your mirror's line: grep -m1 '^deb [^ ]* $cn main' /etc/apt/sources.list | sed 's/ $cn main/ $cn-backports main/' > /etc/apt/sources.list.d/$cn-backports.list && apt update; then: "
+  fi
+  echo "${add}apt install -t $cn-backports linux-image-$arch linux-headers-$arch"
+}
+
 fail() { # fail PROBLEM REMEDY -- the one line, then exit 77
   echo "peermem-rs: kernel $KVER: $1; $2" >&2
   exit 77
@@ -65,8 +84,8 @@ fi
 # 2. CONFIG_RUST.
 if ! grep -q '^CONFIG_RUST=y' "$config"; then
   case $DISTRO in
-    ubuntu) r="boot an Ubuntu kernel built with CONFIG_RUST=y (the generic kernels that ship linux-lib-rust-<version>)";;
-    debian) r="Debian's stable kernels have Rust off: install the backports kernel, apt install -t $(. "${PEERMEM_OS_RELEASE:-/etc/os-release}" 2>/dev/null; echo "${VERSION_CODENAME:-stable}")-backports linux-image-$(dpkg --print-architecture 2>/dev/null || echo amd64) linux-headers-$(dpkg --print-architecture 2>/dev/null || echo amd64)";;
+    ubuntu) r="boot an Ubuntu kernel built with CONFIG_RUST=y (grep '^CONFIG_RUST=y' /boot/config-<version>; such kernels have a linux-lib-rust-<version> package)";;
+    debian) r="Debian's stable kernels have Rust off: install the backports kernel, $(backports_remedy)";;
     rhel) r="RHEL-like distribution kernels are built without CONFIG_RUST: a Rust module needs a kernel built with CONFIG_RUST=y";;
     *) r="a Rust module needs a kernel built with CONFIG_RUST=y";;
   esac

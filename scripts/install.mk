@@ -7,6 +7,7 @@
 #   make deb                       build/deb/peermem-rs-dkms_<ver>_all.deb, peermem-probe_<ver>_<arch>.deb
 #   make rust-metadata KDIR=...    rebuild a Debian kernel's Rust metadata into its headers
 #   make hwtest [ARGS=--dry-run]   the hardware validation on a GPU + ConnectX host
+#   make hwtest-selftest           validate.sh against stand-ins (no hardware; part of make check)
 
 PEERMEM_VERSION := $(shell cat $(CURDIR)/VERSION)
 DKMS_NAME := peermem-rs
@@ -17,7 +18,7 @@ DKMS_DEST := $(if $(wildcard /etc/redhat-release),extra,updates/dkms)
 # The module sources DKMS builds from (everything the Kbuild needs, and dkms.conf).
 DKMS_FILES := dkms.conf Kbuild Makefile VERSION include rust scripts/check-kernel.sh scripts/install.mk
 
-.PHONY: install uninstall install-files install-dkms install-probe deb rust-metadata hwtest
+.PHONY: install uninstall install-files install-dkms install-probe deb rust-metadata hwtest hwtest-selftest
 
 install-files:
 	install -d $(DESTDIR)$(DKMS_SRC)
@@ -53,11 +54,27 @@ uninstall:
 	rm -f /etc/modprobe.d/peermem-rs.conf /etc/depmod.d/peermem-rs.conf
 	rm -f $(PREFIX)/sbin/peermem-rust-metadata $(PREFIX)/bin/peermem-probe
 
-# Both packages, built from a clean copy of the tree (no .git, no build outputs).
+# Both packages, built from the tracked files only (git archive of the
+# index and working tree of tracked files, via `git stash create`: no
+# untracked or ignored file reaches a package). A tree that is not a git
+# checkout (a release tarball) is packaged as it is, minus build outputs.
+# The build dependencies are checked first: one line names what is missing
+# and the command that installs it.
 deb:
+	@command -v dpkg-checkbuilddeps > /dev/null || { echo "make deb: dpkg-checkbuilddeps not found: install dpkg-dev (apt install dpkg-dev)" >&2; exit 1; }
+	@unmet=$$(cd $(CURDIR) && dpkg-checkbuilddeps 2>&1 > /dev/null | sed -n 's/^.*Unmet build dependencies: //p'); \
+	  if [ -n "$$unmet" ]; then echo "make deb: missing build dependencies: $$unmet; install them as root with: apt-get build-dep $(CURDIR)" >&2; exit 1; fi
 	rm -rf build/deb && mkdir -p build/deb/src
-	tar -C $(CURDIR) --exclude=./build --exclude=./.git --exclude=target --exclude='*.o' --exclude='*.ko' \
-	  --exclude='.*.cmd' --exclude='*_generated.rs' -cf - . | tar -C build/deb/src -xf -
+	@if [ -e $(CURDIR)/.git ]; then \
+	  command -v git > /dev/null || { echo "make deb: git not found: apt install git (it lists the tracked files to package)" >&2; exit 1; }; \
+	  c=$$(git -C $(CURDIR) stash create) && c=$${c:-HEAD} && \
+	  git -C $(CURDIR) archive --format=tar "$$c" | tar -C build/deb/src -xf - && \
+	  echo "make deb: packaging the $$(git -C $(CURDIR) ls-files | wc -l) tracked files$$(git -C $(CURDIR) diff --quiet HEAD || echo ', with their uncommitted changes')"; \
+	else \
+	  echo "make deb: not a git checkout: packaging the tree as it is"; \
+	  tar -C $(CURDIR) --exclude=./build --exclude=target --exclude='*.o' --exclude='*.ko' \
+	    --exclude='.*.cmd' --exclude='*_generated.rs' -cf - . | tar -C build/deb/src -xf -; \
+	fi
 	cd build/deb/src && dpkg-buildpackage -b -us -uc $(DEB_FLAGS)
 	@ls build/deb/*.deb
 
@@ -66,3 +83,6 @@ rust-metadata:
 
 hwtest:
 	bash tests/hw/validate.sh $(ARGS)
+
+hwtest-selftest:
+	bash tests/hw/selftest.sh

@@ -22,18 +22,22 @@ check "its RoCE v2 GID on dummy0 with 192.0.2.1" grep -qE 'GID [0-9]+ 0000:0000:
 check "rdma_cm and uverbs0 usable" bash -c 'grep -qE "^devices +rdma_cm +PASS" <<<"$1" && grep -qE "^devices +/dev/infiniband/uverbs0 +PASS +mode 0[0-7]+" <<<"$1"' _ "$out"
 check "NCCL/UCX/NVSHMEM detection listed" bash -c 'grep -qE "^detection +NCCL >= 2.23.4 +info +no peer-memory client to detect" <<<"$1" && grep -qE "^detection +NVSHMEM all" <<<"$1"' _ "$out"
 check "no FAIL item" bash -c '! grep -qE "^[a-z_]+ +.+ +FAIL " <<<"$1"' _ "$out"
+check "verdict line: could not assess the GPU" test "$(sed -n 2p <<<"$out")" = "could not assess: pcie/GPU"
+check "OFED version unknown on Debian's own RDMA stack" grep -qE '^modules +MLNX_OFED/DOCA-OFED +info +unknown$' <<<"$out"
 
 json=$("$P" doctor --json 2>&1); r=$?
 flat=$(tr -d ' \n' <<<"$json")
 check "JSON: schema 2, exit_code 3 and status untested" grep -q '"schema_version":2,"command":"doctor","version":"[^"]*","status":"untested","exit_code":3' <<<"$flat"
 check "JSON: the port, typed" grep -q '"rdma_device":"rxe0","pci":null,"driver":null,"numa_node":null,"ports":\[{"port":1,"state":"ACTIVE","phys_state":"LinkUp","link_layer":"Ethernet"' <<<"$flat"
 check "JSON: the GPU item" grep -q '"area":"pcie","name":"GPU","status":"untested"' <<<"$flat"
+check "JSON: verdict and unknown OFED version" bash -c 'grep -q "\"verdict\":{\"status\":\"untested\",\"exit_code\":3,\"summary\":\"couldnotassess:pcie/GPU\"" <<<"$1" && grep -q "\"rdma_stack\":{\"version\":null,\"source\":null}" <<<"$1"' _ "$flat"
 
 # With our peer-memory client loaded (where it loads on this kernel),
 # doctor sees the module.
 if [ -f "$MODS/peermem_rs.ko" ] && insmod "$MODS/peermem_rs.ko" 2>/dev/null; then
   out=$("$P" doctor 2>&1)
   check "peermem_rs shown loaded" grep -qE '^modules +peermem_rs +info +loaded' <<<"$out"
+  check "... and identified as peermem-rs by its parameters" grep -qE "^modules +peermem_rs +info +loaded \(peermem-rs $(cat /sys/module/peermem_rs/version), mode=" <<<"$out"
   rmmod peermem_rs
 else
   ok "peermem_rs not loadable on this kernel: module row not exercised"
@@ -56,7 +60,19 @@ if sim_load 2>/dev/null && insmod "$MODS/peermem_rs.ko" 2>/dev/null; then
   cout=$(timeout 120 "$P" check --size 64K 2>&1); r=$?
   echo "$cout" | head -12
   check "sim core: check peer memory not tested, could not test (exit $r)" bash -c '[ "$1" = 3 ] && grep -qE "^peer memory +rxe0 +not tested" <<<"$2"' _ "$r" "$cout"
-  rmmod peermem_rs; sim_unload
+  rmmod peermem_rs
+  # Ours built as nvidia_peermem (the DKMS name): doctor tells it from
+  # NVIDIA's module of the same name by its parameters.
+  if [ -f "$MODS/nvidia_peermem.ko" ] && insmod "$MODS/nvidia_peermem.ko" 2>/dev/null; then
+    out=$("$P" doctor 2>&1)
+    check "nvidia_peermem.ko (ours) identified as peermem-rs, not NVIDIA's" grep -qE '^modules +nvidia_peermem +info +loaded \(peermem-rs [^,]+, mode=' <<<"$out"
+    jout=$("$P" doctor --json 2>&1 | tr -d ' \n')
+    check "JSON: peer_clients names nvidia_peermem, origin peermem_rs" grep -q '"peer_clients":\[{"module":"nvidia_peermem","origin":"peermem_rs"' <<<"$jout"
+    rmmod nvidia_peermem
+  else
+    bad "nvidia_peermem.ko (ours) did not load beside the simulated core"
+  fi
+  sim_unload
 else
   sim_unload; ok "simulators or peermem_rs not loadable on this kernel: interface rows not exercised"
 fi

@@ -86,4 +86,14 @@ echo "$out"
 check "no listener: exit 1 (got $r)" test "$r" = 1
 check "no listener: reported as a failed setup row" grep -qE '^setup +FAIL' <<<"$out"
 check "no listener: with cause and remedy" bash -c 'grep -q "cause:" <<<"$1" && grep -q "remedy:" <<<"$1"' _ "$out"
+
+# A server whose address is not on this host never listens: it must not say
+# it does (scripts wait for "listening"), neither on stderr nor in its report.
+ip netns exec $A timeout 30 "$P" pair --listen 203.0.113.9 --port 18750 --timeout 5 > /tmp/pair-nol.out 2> /tmp/pair-nol.err; r=$?
+cat /tmp/pair-nol.out /tmp/pair-nol.err
+check "bind to a foreign address: exit 1 (got $r)" test "$r" = 1
+check "... no 'listening' line on stderr" bash -c '! grep -q listening /tmp/pair-nol.err'
+check "... the report says it could not listen" grep -q '^could not listen on 203.0.113.9:18750' /tmp/pair-nol.out
+ip netns exec $A timeout 30 "$P" --json pair --listen 203.0.113.9 --port 18751 --timeout 5 > /tmp/pair-nol.json 2>/dev/null
+check "... JSON: listening false" grep -q '"listening": false' /tmp/pair-nol.json
 finish

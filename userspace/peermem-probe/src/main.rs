@@ -80,6 +80,20 @@ fn size_arg(s: &str) -> Result<u64, String> {
     Ok(v)
 }
 
+/// A CUDA device ordinal: 0 or more (as `nvidia-smi -L` numbers them).
+fn gpu_arg(s: &str) -> Result<i32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n < 0 => Err(format!(
+            "'{s}' is negative: a GPU is named by its CUDA device ordinal, 0 or more (nvidia-smi -L lists them)"
+        )),
+        Ok(n) if n > i32::MAX as i64 => Err(format!("'{s}' is not a CUDA device ordinal")),
+        Ok(n) => Ok(n as i32),
+        Err(_) => Err(format!(
+            "'{s}' is not a GPU index (a CUDA device ordinal: 0, 1, ...)"
+        )),
+    }
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum BenchAlloc {
     /// cuMemAlloc (perftest --use_cuda).
@@ -112,7 +126,7 @@ struct CheckArgs {
     #[arg(long = "device", short = 'd', value_name = "NAME")]
     devices: Vec<String>,
     /// Test only this CUDA device ordinal (repeatable). Default: all.
-    #[arg(long = "gpu", short = 'g', value_name = "N")]
+    #[arg(long = "gpu", short = 'g', value_name = "N", value_parser = gpu_arg, allow_hyphen_values = true)]
     gpus: Vec<i32>,
     /// Run only one of the two registration paths.
     #[arg(long, value_enum)]
@@ -140,13 +154,13 @@ struct BenchArgs {
     #[arg(long, short = 'd', value_name = "NAME")]
     device: Option<String>,
     /// CUDA device ordinal for the GPU-memory rows.
-    #[arg(long, short = 'g', default_value_t = 0, value_name = "N")]
+    #[arg(long, short = 'g', default_value = "0", value_name = "N", value_parser = gpu_arg, allow_hyphen_values = true)]
     gpu: i32,
     /// Host memory only (no CUDA needed).
     #[arg(long)]
     host_only: bool,
     /// Registration sizes, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M,16M", value_parser = report::parse_size)]
+    #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M,16M", value_parser = size_arg)]
     sizes: Vec<u64>,
     /// Registrations per size.
     #[arg(long, default_value_t = 50)]
@@ -194,7 +208,7 @@ struct PairArgs {
     #[arg(long, default_value = "1G", value_parser = size_arg)]
     max_size: u64,
     /// Use GPU memory of this CUDA device instead of host memory.
-    #[arg(long, short = 'g', value_name = "N")]
+    #[arg(long, short = 'g', value_name = "N", value_parser = gpu_arg, allow_hyphen_values = true)]
     gpu: Option<i32>,
     /// With --gpu: register the GPU buffer through dma-buf.
     #[arg(long, requires = "gpu")]
@@ -232,6 +246,55 @@ fn say(line: std::fmt::Arguments) {
 
 fn internal(e: String) -> (i32, String) {
     (report::EXIT_INTERNAL, e)
+}
+
+/// The document `--json` prints when a run could not produce its report
+/// (a usage error, an unresolvable address, an internal error): the
+/// common header and the message, so a script always gets JSON.
+fn error_json(command: &str, code: i32, msg: &str) -> String {
+    let status = match code {
+        report::EXIT_FAIL => "fail",
+        report::EXIT_UNTESTED => "untested",
+        _ => "error",
+    };
+    /// The common header of every document, then the message.
+    #[derive(serde::Serialize)]
+    struct ErrorDoc<'a> {
+        schema_version: u32,
+        command: &'a str,
+        version: &'static str,
+        status: &'static str,
+        exit_code: i32,
+        error: &'a str,
+    }
+    let v = ErrorDoc {
+        schema_version: report::SCHEMA_VERSION,
+        command,
+        version: env!("CARGO_PKG_VERSION"),
+        status,
+        exit_code: code,
+        error: msg,
+    };
+    let v = serde_json::to_string_pretty(&v).unwrap_or_default();
+    format!("{v}\n")
+}
+
+/// `--json` among the arguments (before a `--`), for errors found before or
+/// without a parsed command line.
+fn wants_json(args: &[String]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// The subcommand named on the command line, if any.
+fn command_of(args: &[String]) -> &str {
+    args.iter()
+        .skip(1)
+        .map(String::as_str)
+        .find(|a| matches!(*a, "check" | "doctor" | "bench" | "pair"))
+        .unwrap_or("peermem-probe")
 }
 
 /// Runs the command; Err is an exit status and a one-line message.
@@ -365,14 +428,45 @@ fn main() {
             "peermem-probe: internal error: {msg} (please report this)"
         ));
     }));
-    let cli = Cli::parse();
+    let args: Vec<String> = std::env::args().collect();
+    let json = wants_json(&args);
+    let cmd = command_of(&args).to_string();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) if json => {
+            let msg = e.kind().to_string();
+            let detail = e.to_string();
+            let first = detail
+                .lines()
+                .next()
+                .unwrap_or(&msg)
+                .trim_start_matches("error: ");
+            say(format_args!("{}", detail.trim_end()));
+            let _ = emit(&error_json(&cmd, report::EXIT_USAGE, first));
+            std::process::exit(report::EXIT_USAGE);
+        }
+        Err(e) => e.exit(),
+    };
     let code = match std::panic::catch_unwind(|| run(cli)) {
         Ok(Ok(code)) => code,
         Ok(Err((code, msg))) => {
             say(format_args!("peermem-probe: error: {msg}"));
+            if json {
+                let _ = emit(&error_json(&cmd, code, &msg));
+            }
             code
         }
-        Err(_) => report::EXIT_INTERNAL,
+        Err(_) => {
+            if json {
+                let _ = emit(&error_json(
+                    &cmd,
+                    report::EXIT_INTERNAL,
+                    "internal error (see stderr; please report this)",
+                ));
+            }
+            report::EXIT_INTERNAL
+        }
     };
     std::process::exit(code);
 }

@@ -180,6 +180,7 @@ pub fn check(r: &CheckReport) -> String {
 
 pub fn doctor(r: &DoctorReport) -> String {
     let mut out = headline("doctor", r.status, r.exit_code);
+    out.push_str(&format!("{}\n", r.verdict.summary));
     out.push_str(&format!("kernel {}\n\n", r.kernel));
     let mut t = Table::new(&["AREA", "ITEM", "STATUS", "VALUE"]);
     for i in &r.items {
@@ -260,6 +261,19 @@ pub fn bench(r: &BenchReport) -> String {
             .map(|a| format!(" ({} memory)", a.label()))
             .unwrap_or_default()
     ));
+    if let Some(f) = &r.setup {
+        out.push_str(&format!("setup: {}\n", f.status.word()));
+        for (k, v) in [
+            ("error:  ", &f.error),
+            ("cause:  ", &f.cause),
+            ("remedy: ", &f.remedy),
+        ] {
+            if let Some(v) = v {
+                out.push_str(&format!("    {k}{v}\n"));
+            }
+        }
+        return out;
+    }
     let mut t = Table::new(&[
         "MEMORY",
         "REGISTRATION",
@@ -278,7 +292,7 @@ pub fn bench(r: &BenchReport) -> String {
             x.registration.into(),
             human_bytes(x.size),
             x.status.word().into(),
-            x.iterations.to_string(),
+            x.iterations.map_or("-".into(), |n| n.to_string()),
             f1(x.reg_p50_us),
             f1(x.reg_p99_us),
             f1(x.dereg_p50_us),
@@ -299,7 +313,7 @@ pub fn bench(r: &BenchReport) -> String {
             b.op.into(),
             human_bytes(b.size),
             b.qps.to_string(),
-            b.iterations.to_string(),
+            b.iterations.map_or("-".into(), |n| n.to_string()),
             b.status.word().into(),
             f(b.gbit_per_s, 2),
             f(b.mb_per_s, 1),
@@ -314,10 +328,10 @@ pub fn bench(r: &BenchReport) -> String {
 
 pub fn pair(r: &PairReport) -> String {
     let mut out = headline(&format!("pair ({})", r.role), r.status, r.exit_code);
-    let what = if r.role == "server" {
-        "listening on"
-    } else {
-        "peer"
+    let what = match (r.role, r.listening) {
+        ("server", true) => "listening on",
+        ("server", false) => "could not listen on",
+        _ => "peer",
     };
     out.push_str(&format!(
         "{what} {}, RDMA device {}, {} memory, {}\n\n",
@@ -422,6 +436,30 @@ mod tests {
             cause: c.into(),
             remedy: format!("fix {c}"),
         }
+    }
+
+    #[test]
+    fn a_server_that_never_listened_does_not_say_listening() {
+        use peermem_probe::pair::PairReport;
+        let mut r = PairReport {
+            schema_version: 2,
+            command: "pair",
+            version: "0",
+            role: "server",
+            status: Status::Fail,
+            exit_code: 1,
+            address: "192.0.2.7:18515".into(),
+            listening: false,
+            rdma_device: None,
+            memory: "host".into(),
+            size: 1 << 20,
+            results: vec![],
+        };
+        let t = pair(&r);
+        assert!(t.contains("could not listen on 192.0.2.7:18515"), "{t}");
+        assert!(!t.contains("\nlistening on"), "{t}");
+        r.listening = true;
+        assert!(pair(&r).contains("\nlistening on 192.0.2.7:18515"));
     }
 
     #[test]

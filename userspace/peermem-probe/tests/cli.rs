@@ -241,3 +241,152 @@ fn a_closed_stdout_is_quiet() {
         "the verdict's exit code, not an error's"
     );
 }
+
+#[test]
+fn negative_gpu_indices_are_refused_clearly() {
+    for args in [
+        &["check", "--gpu", "-1"][..],
+        &["check", "--gpu=-1"],
+        &["check", "-g", "0", "-g", "-2"],
+        &["bench", "-g", "-1"],
+        &["bench", "--gpu", "x"],
+        &["pair", "--connect", "192.0.2.1", "--gpu", "-1"],
+    ] {
+        let o = run(args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            e.contains("CUDA device ordinal"),
+            "{args:?}: the message says what a GPU index is: {e}"
+        );
+        assert!(
+            o.stdout.is_empty(),
+            "{args:?}: nothing on stdout without --json"
+        );
+    }
+}
+
+#[test]
+fn every_failure_under_json_is_json() {
+    for (args, code, cmd) in [
+        (&["--json", "check", "--gpu", "-1"][..], 2, "check"),
+        (&["check", "--json", "--size", "0"], 2, "check"),
+        (&["--json", "bench", "--sizes", "0"], 2, "bench"),
+        (
+            &["--json", "doctor", "--sysroot", "/nonexistent/pmprobe"],
+            2,
+            "doctor",
+        ),
+        (&["--json", "pair"], 2, "pair"),
+        (&["--json", "frobnicate"], 2, "peermem-probe"),
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(code), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", text(&o)));
+        assert_eq!(v["schema_version"], 2, "{args:?}");
+        assert!(
+            text(&o)
+                .trim_start()
+                .starts_with("{\n  \"schema_version\": 2,\n  \"command\": "),
+            "{args:?}: the header comes first, as in every document: {}",
+            text(&o)
+        );
+        assert_eq!(v["command"], cmd, "{args:?}");
+        assert_eq!(v["status"], "error", "{args:?}");
+        assert_eq!(v["exit_code"], code, "{args:?}");
+        let msg = v["error"].as_str().unwrap_or_default();
+        assert!(!msg.is_empty(), "{args:?}: {v}");
+        assert!(
+            !o.stderr.is_empty(),
+            "{args:?}: the message goes to stderr too"
+        );
+    }
+    let o = run(&["--json", "doctor", "--sysroot", "/nonexistent/pmprobe"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("not a directory"),
+        "{v}"
+    );
+    // Help and version are not failures: text, exit 0.
+    assert_eq!(run(&["--json", "--version"]).status.code(), Some(0));
+}
+
+#[test]
+fn doctor_summarises_like_check() {
+    let o = run(&["--json", "doctor", "--sysroot", &fixture("switch-acs")]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(v["verdict"]["exit_code"], 1);
+    assert_eq!(v["verdict"]["status"], "fail");
+    let s = v["verdict"]["summary"].as_str().unwrap();
+    assert!(s.contains("modules/peer-memory clients"), "{s}");
+    let t = text(&doctor("switch-acs"));
+    assert_eq!(
+        t.lines().nth(1),
+        Some(s),
+        "the text shows the same line:\n{t}"
+    );
+    let o = run(&["--json", "doctor", "--sysroot", &fixture("peermem-loaded")]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["peer_clients"][0]["module"], "nvidia_peermem");
+    assert_eq!(v["peer_clients"][0]["origin"], "nvidia");
+    assert_eq!(v["rdma_stack"]["version"], "25.10-1.2.8");
+    let t = text(&doctor("peermem-loaded"));
+    assert!(
+        t.lines().any(|l| l.starts_with("modules")
+            && l.contains("nvidia_peermem")
+            && l.contains("NVIDIA's nvidia-peermem 580.95.05")),
+        "{t}"
+    );
+    assert!(
+        t.lines()
+            .any(|l| l.contains("MLNX_OFED/DOCA-OFED") && l.contains("25.10-1.2.8")),
+        "{t}"
+    );
+}
+
+#[test]
+fn verbose_doctor_traces_its_steps() {
+    let o = run(&["--verbose", "doctor", "--sysroot", &fixture("switch")]);
+    assert_eq!(o.status.code(), Some(0));
+    let e = String::from_utf8_lossy(&o.stderr);
+    for step in [
+        "doctor: reading the system",
+        "doctor: RDMA ports",
+        "doctor: PCIe paths",
+    ] {
+        assert!(
+            e.lines().any(|l| l.starts_with('[') && l.contains(step)),
+            "{step}: {e}"
+        );
+    }
+    assert!(
+        !text(&o).contains("doctor: RDMA ports"),
+        "the trace stays off stdout"
+    );
+    // Without --verbose: nothing on stderr.
+    assert!(doctor("switch").stderr.is_empty());
+}
+
+#[test]
+fn bench_without_a_device_has_no_zero_byte_row() {
+    let o = run(&[
+        "--json",
+        "bench",
+        "--host-only",
+        "--device",
+        "pmprobe-no-such-dev",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(o.status.code(), Some(3), "{v}");
+    assert_eq!(v["registration"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["bandwidth"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["setup"]["status"], "untested", "{v}");
+    assert!(v["setup"]["error"].as_str().unwrap().len() > 3, "{v}");
+    let o = run(&["bench", "--host-only", "--device", "pmprobe-no-such-dev"]);
+    let t = text(&o);
+    assert!(t.contains("setup: UNTESTED"), "{t}");
+    assert!(!t.contains(" 0 B "), "no 0-byte row:\n{t}");
+    assert!(!t.contains("MEMORY  REGISTRATION"), "no empty table:\n{t}");
+}

@@ -52,7 +52,8 @@ pub struct RegRow {
     pub registration: &'static str,
     pub size: u64,
     pub status: Status,
-    pub iterations: usize,
+    /// Registrations measured (null: none ran).
+    pub iterations: Option<usize>,
     pub reg_p50_us: Option<f64>,
     pub reg_p99_us: Option<f64>,
     pub dereg_p50_us: Option<f64>,
@@ -72,7 +73,8 @@ pub struct BwRow {
     pub size: u64,
     pub qps: usize,
     pub status: Status,
-    pub iterations: usize,
+    /// Messages measured (null: none ran).
+    pub iterations: Option<usize>,
     pub gbit_per_s: Option<f64>,
     pub mb_per_s: Option<f64>,
     pub msg_rate_mpps: Option<f64>,
@@ -80,6 +82,16 @@ pub struct BwRow {
     /// operation and size.
     pub gpu_vs_host: Option<f64>,
     pub error: Option<String>,
+}
+
+/// Why nothing could be measured: no libibverbs, no such RDMA device, the
+/// device does not open.
+#[derive(Debug, Clone, Serialize)]
+pub struct SetupFailure {
+    pub status: Status,
+    pub error: Option<String>,
+    pub cause: Option<String>,
+    pub remedy: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -93,6 +105,8 @@ pub struct BenchReport {
     pub gpu: Option<String>,
     /// How the GPU rows' memory was allocated (None: host only).
     pub gpu_allocation: Option<crate::cuda::Allocation>,
+    /// Set when nothing could be measured (then both tables are empty).
+    pub setup: Option<SetupFailure>,
     pub registration: Vec<RegRow>,
     pub bandwidth: Vec<BwRow>,
 }
@@ -112,13 +126,13 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Option<f64> {
     Some(sorted[rank.min(sorted.len() - 1)].as_secs_f64() * 1e6)
 }
 
-fn reg_row(memory: &'static str, size: usize, iters: usize) -> RegRow {
+fn reg_row(memory: &'static str, size: usize) -> RegRow {
     RegRow {
         memory,
         registration: "ibv_reg_mr",
         size: size as u64,
         status: Status::Pass,
-        iterations: iters,
+        iterations: None,
         reg_p50_us: None,
         reg_p99_us: None,
         dereg_p50_us: None,
@@ -147,7 +161,7 @@ fn bw_row(path: &'static str, op: Op, size: usize, o: &BenchOptions) -> BwRow {
         size: size as u64,
         qps: o.qps.max(1),
         status: Status::Pass,
-        iterations: o.bw_iters,
+        iterations: None,
         gbit_per_s: None,
         mb_per_s: None,
         msg_rate_mpps: None,
@@ -168,6 +182,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
         rdma_device: None,
         gpu: None,
         gpu_allocation: (!o.host_only).then_some(o.alloc),
+        setup: None,
         registration: Vec::new(),
         bandwidth: Vec::new(),
     };
@@ -176,38 +191,53 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
             rep.registration
                 .iter()
                 .map(|r| r.status)
-                .chain(rep.bandwidth.iter().map(|b| b.status)),
+                .chain(rep.bandwidth.iter().map(|b| b.status))
+                .chain(rep.setup.iter().map(|s| s.status)),
         );
         rep.exit_code = code;
         rep.status = overall(code);
         rep
     };
+    let setup = |status: Status, e: String, d: Option<remedy::Diagnosis>| {
+        crate::trace!("bench: setup failed: {e}");
+        SetupFailure {
+            status,
+            error: Some(e),
+            cause: d.as_ref().map(|d| d.cause.clone()),
+            remedy: d.map(|d| d.remedy),
+        }
+    };
+    crate::trace!("bench: listing RDMA devices");
     let dev = match verbs::device_names() {
         Err(e) => {
-            rep.registration.push(untested(
-                reg_row("host", 0, 0),
-                &e,
-                remedy::no_libibverbs(&e),
-            ));
+            let d = remedy::no_libibverbs(&e);
+            rep.setup = Some(setup(Status::Untested, e, Some(d)));
             return finish(rep);
         }
         Ok(names) => match &o.device {
             Some(d) if names.contains(d) => d.clone(),
             Some(d) => {
-                rep.registration.push(untested(
-                    reg_row("host", 0, 0),
-                    &format!("no RDMA device '{d}'"),
-                    remedy::no_rdma_device(&sys),
+                rep.setup = Some(setup(
+                    Status::Untested,
+                    format!(
+                        "no RDMA device '{d}' (devices: {})",
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                    Some(remedy::no_rdma_device(&sys)),
                 ));
                 return finish(rep);
             }
             None => match names.first() {
                 Some(n) => n.clone(),
                 None => {
-                    rep.registration.push(untested(
-                        reg_row("host", 0, 0),
-                        "no RDMA devices",
-                        remedy::no_rdma_device(&sys),
+                    rep.setup = Some(setup(
+                        Status::Untested,
+                        "no RDMA devices".into(),
+                        Some(remedy::no_rdma_device(&sys)),
                     ));
                     return finish(rep);
                 }
@@ -215,16 +245,14 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
         },
     };
     rep.rdma_device = Some(dev.clone());
+    crate::trace!("bench: opening {dev} and a loopback pair");
     let lb = match verbs::Context::open(&dev)
         .map_err(|e| e.to_string())
         .and_then(|c| Loopback::new(&root, &c).map_err(|e| e.to_string()))
     {
         Ok(l) => l,
         Err(e) => {
-            let mut r = reg_row("host", 0, 0);
-            r.status = Status::Fail;
-            r.error = Some(e);
-            rep.registration.push(r);
+            rep.setup = Some(setup(Status::Fail, e, None));
             return finish(rep);
         }
     };
@@ -275,7 +303,11 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
         .start((runs * o.sizes.len() * o.iters + 2 * o.bw_iters * o.bw_sizes.len() * runs) as u64);
     for mem in &mems {
         for &size in &o.sizes {
-            let row = reg_row(mem, size, o.iters);
+            crate::trace!(
+                "bench: ibv_reg_mr x{} on {mem} memory, {size} bytes",
+                o.iters
+            );
+            let row = reg_row(mem, size);
             if *mem == "gpu" {
                 if let Some((e, d)) = &gpu_err {
                     rep.registration.push(untested(row, e, d.clone()));
@@ -388,6 +420,7 @@ fn measure_reg(
     }
     reg.sort();
     dereg.sort();
+    row.iterations = Some(reg.len());
     row.reg_p50_us = percentile(&reg, 50.0);
     row.reg_p99_us = percentile(&reg, 99.0);
     row.dereg_p50_us = percentile(&dereg, 50.0);
@@ -456,6 +489,12 @@ fn bandwidth(
                         row.error = Some(e.clone());
                     }
                     Ok(((a, ma), (b, mb))) => {
+                        crate::trace!(
+                            "bench: {path} {} {size} bytes x{} on {} QP(s)",
+                            op.name(),
+                            o.bw_iters,
+                            o.qps
+                        );
                         let r = lb.pairs(o.qps).map_err(|e| e.to_string()).and_then(|p| {
                             p.run(
                                 op,
@@ -474,6 +513,7 @@ fn bandwidth(
                                 row.gbit_per_s = Some(bytes * 8.0 / secs / 1e9);
                                 row.mb_per_s = Some(bytes / secs / 1e6);
                                 row.msg_rate_mpps = Some(o.bw_iters as f64 / secs / 1e6);
+                                row.iterations = Some(o.bw_iters);
                             }
                             Err(e) => {
                                 row.status = Status::Fail;

@@ -8,7 +8,10 @@ use crate::pci::{self, PathVerdict, Topology};
 use crate::rdma::{DevFile, RdmaPort};
 use crate::report::{exit_code, human_bytes, overall, Status, SCHEMA_VERSION};
 use crate::root::SysRoot;
-use crate::sysinfo::{self, DriverFlavour, SysState, MODULES_OF_INTEREST};
+use crate::sysinfo::{
+    self, ClientModule, ClientOrigin, DriverFlavour, RdmaStack, SysState, MODULES_OF_INTEREST,
+    PEER_CLIENT_MODULES,
+};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -52,6 +55,21 @@ pub struct GpuInfo {
     pub geforce: bool,
 }
 
+/// The overall answer, like `check`'s `verdict`: one line and the items
+/// behind it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorVerdict {
+    pub status: Status,
+    pub exit_code: i32,
+    pub summary: String,
+    /// `area/name` of every FAIL item.
+    pub failed: Vec<String>,
+    /// `area/name` of every WARN item.
+    pub warnings: Vec<String>,
+    /// `area/name` of every UNTESTED item.
+    pub untested: Vec<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DoctorReport {
     pub schema_version: u32,
@@ -59,7 +77,12 @@ pub struct DoctorReport {
     pub version: &'static str,
     pub status: Status,
     pub exit_code: i32,
+    pub verdict: DoctorVerdict,
     pub kernel: String,
+    /// Loaded peer-memory client modules and who built them.
+    pub peer_clients: Vec<ClientModule>,
+    /// MLNX_OFED/DOCA-OFED version (null: unknown, e.g. the kernel's own stack).
+    pub rdma_stack: RdmaStack,
     pub items: Vec<Item>,
     pub gpus: Vec<GpuInfo>,
     pub pairs: Vec<PairTopology>,
@@ -97,26 +120,51 @@ impl Item {
 }
 
 pub fn run(root: &SysRoot) -> DoctorReport {
+    crate::trace!(
+        "doctor: reading the system under {}",
+        root.path("/").display()
+    );
     let sys = SysState::gather(root);
+    crate::trace!(
+        "doctor: kernel {}, {} modules loaded, {} GPU(s), {} RDMA device(s)",
+        sys.kernel,
+        sys.modules.len(),
+        sys.gpus.len(),
+        sys.rdma.len()
+    );
     let mut items = Vec::new();
-    modules(&sys, &mut items);
+    crate::trace!("doctor: modules and peer-memory clients");
+    let peer_clients = modules(root, &sys, &mut items);
+    crate::trace!("doctor: RDMA stack version");
+    let rdma_stack = sysinfo::rdma_stack(root);
+    items.push(stack_item(&rdma_stack));
     peers(&sys, &mut items);
+    crate::trace!("doctor: RDMA ports");
     rdma::ports(&sys, &mut items);
+    crate::trace!("doctor: /dev/infiniband");
     let device_files = rdma::dev_files(root, &sys, &mut items);
+    crate::trace!("doctor: PCIe paths and ACS");
     let pairs = pcie(root, &sys, &mut items);
+    crate::trace!("doctor: library detection and NCCL's GDR decision");
     let detection = crate::nccl::detection(root);
     let nccl = rdma::nccl_items(&sys, &pairs, &detection, &mut items);
+    crate::trace!("doctor: IOMMU, GPUs, kernel, limits");
     iommu(root, &sys, &mut items);
     let gpus = gpus(root, &sys, &mut items);
     kernel(&sys, &mut items);
     let code = exit_code(items.iter().map(|i| i.status));
+    let verdict = verdict(&items, code);
+    crate::trace!("doctor: {}", verdict.summary);
     DoctorReport {
         schema_version: SCHEMA_VERSION,
         command: "doctor",
         version: env!("CARGO_PKG_VERSION"),
         status: overall(code),
         exit_code: code,
+        verdict,
         kernel: sys.kernel.clone(),
+        peer_clients,
+        rdma_stack,
         items,
         gpus,
         pairs,
@@ -137,15 +185,91 @@ pub fn run(root: &SysRoot) -> DoctorReport {
     }
 }
 
-fn modules(sys: &SysState, items: &mut Vec<Item>) {
+/// `area/name` of the items with status `st`.
+fn names(items: &[Item], st: Status) -> Vec<String> {
+    items
+        .iter()
+        .filter(|i| i.status == st)
+        .map(|i| format!("{}/{}", i.area, i.name))
+        .collect()
+}
+
+/// The one-line answer and the items behind it.
+pub fn verdict(items: &[Item], code: i32) -> DoctorVerdict {
+    let failed = names(items, Status::Fail);
+    let warnings = names(items, Status::Warn);
+    let untested = names(items, Status::Untested);
+    let list = |v: &[String]| v.join(", ");
+    let summary = if !failed.is_empty() {
+        format!(
+            "{} problem(s) to fix: {}{}",
+            failed.len(),
+            list(&failed),
+            if warnings.is_empty() {
+                String::new()
+            } else {
+                format!("; {} warning(s)", warnings.len())
+            }
+        )
+    } else if !untested.is_empty() {
+        format!("could not assess: {}", list(&untested))
+    } else if !warnings.is_empty() {
+        format!(
+            "nothing broken; {} warning(s): {}",
+            warnings.len(),
+            list(&warnings)
+        )
+    } else {
+        "nothing to fix".to_string()
+    };
+    DoctorVerdict {
+        status: overall(code),
+        exit_code: code,
+        summary,
+        failed,
+        warnings,
+        untested,
+    }
+}
+
+/// The module row's value for a loaded peer-memory client: who built it.
+fn client_value(c: &ClientModule) -> String {
+    let mut v = c.origin.label().to_string();
+    if let Some(ver) = &c.version {
+        v.push_str(&format!(" {ver}"));
+    }
+    if let Some(m) = &c.mode {
+        v.push_str(&format!(", mode={m}"));
+    }
+    v
+}
+
+fn stack_item(s: &RdmaStack) -> Item {
+    match (&s.version, &s.source) {
+        (Some(v), Some(src)) => item("modules", "MLNX_OFED/DOCA-OFED", Status::Info, v.clone())
+            .detail(format!("from {src}")),
+        _ => item("modules", "MLNX_OFED/DOCA-OFED", Status::Info, "unknown")
+            .detail("no OFED version found (no ofed_info, no version file of mlx5_core, mlx_compat, ib_core or ib_uverbs): the kernel's own RDMA stack, or OFED modules not loaded"),
+    }
+}
+
+/// The module rows; returns the loaded peer-memory clients, identified.
+fn modules(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec<ClientModule> {
+    let mut found = Vec::new();
     for m in MODULES_OF_INTEREST {
+        let who = (sys.module(m).is_some() && PEER_CLIENT_MODULES.contains(&m))
+            .then(|| sysinfo::client_identity(root, m));
+        let loaded = match &who {
+            Some(c) => format!("loaded ({})", client_value(c)),
+            None => "loaded".to_string(),
+        };
         let it = match sys.module(m) {
-            Some(lm) if lm.used_by.is_empty() => item("modules", m, Status::Info, "loaded"),
+            Some(lm) if lm.used_by.is_empty() => item("modules", m, Status::Info, loaded),
             Some(lm) => item(
                 "modules",
                 m,
                 Status::Info,
-                format!("loaded, used by {}", lm.used_by.join(",")),
+                format!("{loaded}, used by {}", lm.used_by.join(",")),
             ),
             None if sys.is_builtin(m) => item("modules", m, Status::Info, "built into the kernel"),
             None if m == "nvidia" && !sys.gpus.is_empty() => {
@@ -160,7 +284,15 @@ fn modules(sys: &SysState, items: &mut Vec<Item>) {
             }
             None => item("modules", m, Status::Info, "not loaded"),
         };
+        let it = match &who {
+            Some(c) if c.origin == ClientOrigin::Unknown => {
+                it.detail(format!("cannot tell who built it: {}", c.evidence))
+            }
+            Some(c) => it.detail(format!("identified by {}", c.evidence)),
+            None => it,
+        };
         items.push(it);
+        found.extend(who);
     }
     let clients = sys.peer_modules();
     let it = if clients.len() > 1 {
@@ -201,6 +333,7 @@ fn modules(sys: &SysState, items: &mut Vec<Item>) {
             .remedy(crate::remedy::load_client(sys))
     };
     items.push(it);
+    found
 }
 
 fn peers(sys: &SysState, items: &mut Vec<Item>) {

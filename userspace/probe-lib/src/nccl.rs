@@ -1,7 +1,7 @@
 //! What NCCL (and UCX, NVSHMEM) will decide on this host: the GPU-to-NIC
 //! path type against NCCL's GPUDirect RDMA level, and whether each
 //! library, by version, detects a peer-memory client from the files it
-//! probes (facts: shared/facts/peer-memory-core.md, "Detection").
+//! probes (facts: docs/facts/peer-memory-core.md, "Detection").
 
 use crate::pci::{PathVerdict, Topology};
 use crate::root::SysRoot;

@@ -57,6 +57,8 @@ pub struct PairReport {
     pub status: Status,
     pub exit_code: i32,
     pub address: String,
+    /// Server: the RDMA CM listened on `address` (false: it failed before).
+    pub listening: bool,
     pub rdma_device: Option<String>,
     pub memory: String,
     pub size: u64,
@@ -260,6 +262,7 @@ fn new_report(role: &'static str, o: &PairOptions) -> PairReport {
         status: Status::Pass,
         exit_code: 0,
         address: o.addr.to_string(),
+        listening: false,
         rdma_device: None,
         memory: match (o.gpu, o.dmabuf) {
             (Some(g), true) => format!("gpu {g} (dma-buf)"),
@@ -317,18 +320,23 @@ fn run_role(
     let id;
     let peer: Option<Hello>;
     if server {
+        crate::trace!("pair: server: rdma_bind_addr {}", o.addr);
         listener = ch.create_id().map_err(|e| fail(e.to_string()))?;
         listener
             .bind(&o.addr)
             .map_err(|e| fail(format!("{e} on {}", o.addr)))?;
         listener.listen().map_err(|e| fail(e.to_string()))?;
+        rep.listening = true;
+        crate::trace!("pair: rdma_listen on {} returned", o.addr);
         on_listen(&o.addr.to_string());
         let ev = ch
             .expect(ffi::CM_CONNECT_REQUEST, o.timeout)
             .map_err(fail)?;
+        crate::trace!("pair: server: connect request");
         id = CmId::from_event(ev.id, ch.cm());
         peer = Some(Hello::decode(&ev.private).map_err(fail)?);
     } else {
+        crate::trace!("pair: client: resolving {}", o.addr);
         id = ch.create_id().map_err(|e| fail(e.to_string()))?;
         id.resolve_addr(o.bind.as_ref(), &o.addr, ms)
             .map_err(|e| fail(e.to_string()))?;
@@ -337,6 +345,7 @@ fn run_role(
         id.resolve_route(ms).map_err(|e| fail(e.to_string()))?;
         ch.expect(ffi::CM_ROUTE_RESOLVED, o.timeout)
             .map_err(|e| fail(format!("route to {}: {e}", o.addr)))?;
+        crate::trace!("pair: client: route to {} resolved", o.addr);
         peer = None;
     }
     let ctx = id

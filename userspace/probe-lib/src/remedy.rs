@@ -107,7 +107,7 @@ pub fn no_peer_interface(sys: &SysState) -> Diagnosis {
             "kernel {} has no peer-memory interface (no ib_register_peer_memory_client: mainline and Ubuntu >= 6.8 kernels)",
             sys.kernel
         ),
-        "nothing to fix for dma-buf, which needs no client; peer memory needs DOCA-OFED or a kernel carrying the peer-memory patches",
+        "nothing to fix for dma-buf, which needs no client; peer memory needs DOCA-OFED/MLNX_OFED (its ib_uverbs has the interface) or one of NVIDIA's kernels",
     )
 }
 
@@ -205,7 +205,7 @@ pub fn diagnose(step: Step, errno: i32, ctx: &Context) -> Diagnosis {
         ),
         (RegGpu, libc::EFAULT) if ctx.sys.peer_interface == Some(false) => d(
             "this kernel has no peer-memory interface (mainline and Ubuntu >= 6.8 kernels): nothing can pin GPU memory for ibv_reg_mr",
-            "use the dma-buf path (ibv_reg_dmabuf_mr with the open NVIDIA kernel modules), or a kernel/OFED that carries the peer-memory patches",
+            "use the dma-buf path (ibv_reg_dmabuf_mr with the open NVIDIA kernel modules), or DOCA-OFED/MLNX_OFED or one of NVIDIA's kernels, which have the peer-memory interface",
         ),
         (RegGpu, libc::EFAULT) if !ctx.sys.has_peer_client() => d(
             "no peer-memory client is loaded, so the kernel could not pin the GPU address",

@@ -70,6 +70,143 @@ pub struct Memlock {
 
 pub use crate::rdma::RdmaDev;
 
+/// Who built a loaded peer-memory client module. The module name alone
+/// does not tell: peermem-rs is installed as `nvidia_peermem` too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientOrigin {
+    /// peermem-rs: module parameters `mode` and `peer_client_name`.
+    PeermemRs,
+    /// NVIDIA's nvidia-peermem: parameters `persistent_api_support` /
+    /// `peerdirect_support`.
+    Nvidia,
+    /// Mellanox's old `nv_peer_mem`.
+    Mellanox,
+    /// None of the above could be told from /sys/module.
+    Unknown,
+}
+
+impl ClientOrigin {
+    pub fn label(self) -> &'static str {
+        match self {
+            ClientOrigin::PeermemRs => "peermem-rs",
+            ClientOrigin::Nvidia => "NVIDIA's nvidia-peermem",
+            ClientOrigin::Mellanox => "Mellanox's nv_peer_mem",
+            ClientOrigin::Unknown => "unknown origin",
+        }
+    }
+}
+
+/// A loaded peer-memory client module and who built it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientModule {
+    pub module: String,
+    pub origin: ClientOrigin,
+    /// /sys/module/<module>/version (MODULE_VERSION).
+    pub version: Option<String>,
+    /// peermem-rs: its `mode` parameter.
+    pub mode: Option<String>,
+    /// What the origin was read from.
+    pub evidence: String,
+}
+
+/// Which loaded module `module` is, from /sys/module/<module>/parameters:
+/// peermem-rs has `mode` and `peer_client_name`, NVIDIA's nvidia-peermem
+/// `persistent_api_support` and `peerdirect_support`
+/// (docs/facts/peer-memory-core.md, section 1). The same test is made by
+/// tests/hw/validate.sh.
+pub fn client_identity(root: &SysRoot, module: &str) -> ClientModule {
+    let dir = format!("/sys/module/{module}/parameters");
+    let params = root.list(&dir);
+    let has = |p: &str| params.iter().any(|x| x == p);
+    let (origin, evidence) = if has("peer_client_name") && has("mode") {
+        (
+            ClientOrigin::PeermemRs,
+            format!("{dir}/mode and peer_client_name exist (peermem-rs)"),
+        )
+    } else if has("persistent_api_support") || has("peerdirect_support") {
+        (
+            ClientOrigin::Nvidia,
+            format!("{dir}/persistent_api_support or peerdirect_support exist (NVIDIA)"),
+        )
+    } else if module == "nv_peer_mem" {
+        (
+            ClientOrigin::Mellanox,
+            "module name nv_peer_mem".to_string(),
+        )
+    } else if params.is_empty() {
+        (
+            ClientOrigin::Unknown,
+            format!("{dir} is empty or unreadable"),
+        )
+    } else {
+        (
+            ClientOrigin::Unknown,
+            format!(
+                "{dir} has {} (neither peermem-rs nor NVIDIA)",
+                params.join(", ")
+            ),
+        )
+    };
+    ClientModule {
+        module: module.to_string(),
+        origin,
+        version: root.read_trim(&format!("/sys/module/{module}/version")),
+        mode: (origin == ClientOrigin::PeermemRs)
+            .then(|| root.read_trim(&format!("{dir}/mode")))
+            .flatten(),
+        evidence,
+    }
+}
+
+/// The RDMA stack's version: MLNX_OFED/DOCA-OFED, or unknown (the kernel's
+/// own stack has no version of its own).
+#[derive(Debug, Clone, Serialize)]
+pub struct RdmaStack {
+    /// e.g. "25.10-1.2.8"; None: unknown.
+    pub version: Option<String>,
+    /// Where it was read (a sysfs file, or `ofed_info -s`).
+    pub source: Option<String>,
+}
+
+/// Reads the OFED version from the modules MLNX_OFED/DOCA-OFED version
+/// (mainline's mlx5_core and ib_core have no `version` file; mlx_compat
+/// exists only with OFED), else from `ofed_info -s` on the live system.
+pub fn rdma_stack(root: &SysRoot) -> RdmaStack {
+    for m in ["mlx5_core", "mlx_compat", "ib_core", "ib_uverbs"] {
+        let f = format!("/sys/module/{m}/version");
+        if let Some(v) = root.read_trim(&f).filter(|v| !v.is_empty()) {
+            return RdmaStack {
+                version: Some(v),
+                source: Some(f),
+            };
+        }
+    }
+    if root.is_live() {
+        crate::trace!("running ofed_info -s");
+        if let Ok(o) = std::process::Command::new("ofed_info")
+            .arg("-s")
+            .stderr(std::process::Stdio::null())
+            .output()
+        {
+            let v = String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .trim_end_matches(':')
+                .to_string();
+            if o.status.success() && !v.is_empty() {
+                return RdmaStack {
+                    version: Some(v),
+                    source: Some("ofed_info -s".into()),
+                };
+            }
+        }
+    }
+    RdmaStack {
+        version: None,
+        source: None,
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SysState {
     pub kernel: String,

@@ -2,7 +2,7 @@
 //! key paths (`a.b`, `list[].c`) must equal tests/golden/<name>.keys.
 //! After an intended change: `UPDATE_GOLDEN=1 cargo test --test schema`.
 
-use peermem_probe::bench::{BenchReport, BwRow, RegRow};
+use peermem_probe::bench::{BenchReport, BwRow, RegRow, SetupFailure};
 use peermem_probe::check::{CheckReport, CudaSummary, DeviceSummary, PathResult};
 use peermem_probe::cuda::{Allocation, Gpu};
 use peermem_probe::loopback::{parse_gid, PortChoice};
@@ -179,6 +179,9 @@ fn doctor_report_fields() {
     assert_eq!(v["pairs"][0]["topology"]["verdict"], "same_switch");
     assert_eq!(v["nccl"][0]["path_type"], "PIX");
     assert_eq!(v["rdma_devices"][0]["ports"][0]["state"], "ACTIVE");
+    assert_eq!(v["verdict"]["exit_code"], v["exit_code"]);
+    assert_eq!(v["peer_clients"][0]["origin"], "peermem_rs");
+    assert!(v["rdma_stack"]["version"].is_null(), "unknown is null: {v}");
     golden("doctor", &v);
 }
 
@@ -193,12 +196,19 @@ fn bench_report_fields() {
         rdma_device: Some("rxe0".into()),
         gpu: None,
         gpu_allocation: Some(Allocation::CuMemAlloc),
+        // Pins setup's field names (a real report has it or rows, not both).
+        setup: Some(SetupFailure {
+            status: Status::Untested,
+            error: Some("no RDMA devices".into()),
+            cause: Some("c".into()),
+            remedy: Some("r".into()),
+        }),
         registration: vec![RegRow {
             memory: "host",
             registration: "ibv_reg_mr",
             size: 4096,
             status: Status::Pass,
-            iterations: 10,
+            iterations: Some(10),
             reg_p50_us: Some(3.0),
             reg_p99_us: Some(9.0),
             dereg_p50_us: Some(2.0),
@@ -213,7 +223,7 @@ fn bench_report_fields() {
             size: 1 << 20,
             qps: 2,
             status: Status::Pass,
-            iterations: 10,
+            iterations: Some(10),
             gbit_per_s: Some(1.5),
             mb_per_s: Some(187.5),
             msg_rate_mpps: Some(0.01),
@@ -236,6 +246,7 @@ fn pair_report_fields() {
         status: Status::Pass,
         exit_code: 0,
         address: "198.51.100.1:18515".into(),
+        listening: false,
         rdma_device: Some("rxe1".into()),
         memory: "host".into(),
         size: 1 << 20,

@@ -291,3 +291,134 @@ fn geforce_is_flagged() {
     assert_eq!(find(&r, "GPU 0000:01:00.0 BAR1").status, Status::Warn);
     assert!(r.gpus[0].geforce);
 }
+
+#[test]
+fn doctor_names_which_nvidia_peermem_is_loaded_and_the_ofed_version() {
+    // NVIDIA's nvidia-peermem under DOCA-OFED 25.10.
+    let r = run(&fixture("peermem-loaded"));
+    let m = find(&r, "nvidia_peermem");
+    assert!(
+        m.value
+            .starts_with("loaded (NVIDIA's nvidia-peermem 580.95.05)"),
+        "{m:?}"
+    );
+    assert!(m
+        .detail
+        .as_deref()
+        .unwrap()
+        .contains("persistent_api_support"));
+    assert_eq!(r.peer_clients.len(), 1);
+    assert_eq!(r.peer_clients[0].origin, ClientOrigin::Nvidia);
+    let o = find(&r, "MLNX_OFED/DOCA-OFED");
+    assert_eq!(o.value, "25.10-1.2.8");
+    assert_eq!(
+        o.detail.as_deref(),
+        Some("from /sys/module/mlx5_core/version")
+    );
+    assert_eq!(r.rdma_stack.version.as_deref(), Some("25.10-1.2.8"));
+    // peermem-rs (as peermem_rs) on the kernel's own stack: no OFED version.
+    let r = run(&fixture("switch"));
+    let m = find(&r, "peermem_rs");
+    assert!(
+        m.value
+            .starts_with("loaded (peermem-rs 0.3.0, mode=invalidate)"),
+        "{m:?}"
+    );
+    assert_eq!(r.peer_clients[0].origin, ClientOrigin::PeermemRs);
+    let o = find(&r, "MLNX_OFED/DOCA-OFED");
+    assert_eq!(o.value, "unknown");
+    assert!(o
+        .detail
+        .as_deref()
+        .unwrap()
+        .contains("no OFED version found"));
+    assert!(r.rdma_stack.version.is_none() && r.rdma_stack.source.is_none());
+}
+
+/// A throwaway sysfs tree with one loaded module and its parameter files.
+fn module_tree(tag: &str, module: &str, params: &[&str]) -> std::path::PathBuf {
+    let t = std::env::temp_dir().join(format!("pmprobe-ident-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&t);
+    let pdir = t.join(format!("sys/module/{module}/parameters"));
+    std::fs::create_dir_all(&pdir).unwrap();
+    std::fs::create_dir_all(t.join("proc")).unwrap();
+    std::fs::write(
+        t.join("proc/modules"),
+        format!("{module} 16384 0 - Live 0x0 (OE)\n"),
+    )
+    .unwrap();
+    for p in params {
+        std::fs::write(pdir.join(p), "x\n").unwrap();
+    }
+    t
+}
+
+#[test]
+fn ours_installed_as_nvidia_peermem_is_told_apart_by_its_parameters() {
+    let cases: [(&str, &[&str], ClientOrigin); 4] = [
+        (
+            "ours",
+            &["mode", "peer_client_name"],
+            ClientOrigin::PeermemRs,
+        ),
+        (
+            "nvidia",
+            &["peerdirect_support", "persistent_api_support"],
+            ClientOrigin::Nvidia,
+        ),
+        ("none", &[], ClientOrigin::Unknown),
+        ("other", &["debug"], ClientOrigin::Unknown),
+    ];
+    for (tag, params, want) in cases {
+        let t = module_tree(tag, "nvidia_peermem", params);
+        let root = SysRoot::at(&t);
+        let c = sysinfo::client_identity(&root, "nvidia_peermem");
+        assert_eq!(c.origin, want, "{tag}: {c:?}");
+        let r = run(&root);
+        let m = find(&r, "nvidia_peermem");
+        assert!(m.value.starts_with("loaded ("), "{tag}: {m:?}");
+        if want == ClientOrigin::Unknown {
+            assert!(
+                m.detail
+                    .as_deref()
+                    .unwrap()
+                    .starts_with("cannot tell who built it"),
+                "{tag}: {m:?}"
+            );
+        }
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+}
+
+#[test]
+fn the_verdict_lists_what_to_fix() {
+    let r = run(&fixture("switch-acs"));
+    assert_eq!(r.verdict.exit_code, 1);
+    assert_eq!(r.verdict.status, Status::Fail);
+    assert!(
+        r.verdict
+            .failed
+            .contains(&"modules/peer-memory clients".to_string()),
+        "{:?}",
+        r.verdict
+    );
+    assert!(
+        r.verdict
+            .summary
+            .starts_with(&format!("{} problem(s) to fix: ", r.verdict.failed.len())),
+        "{}",
+        r.verdict.summary
+    );
+    let r = run(&fixture("peermem-loaded"));
+    assert_eq!(r.verdict.exit_code, 0);
+    assert!(r.verdict.failed.is_empty() && r.verdict.untested.is_empty());
+    assert!(
+        r.verdict.summary == "nothing to fix" || r.verdict.summary.starts_with("nothing broken; "),
+        "{}",
+        r.verdict.summary
+    );
+    let empty = verdict(&[], 3);
+    assert_eq!(empty.summary, "nothing to fix");
+    let u = verdict(&[item("pcie", "GPU", Status::Untested, "none")], 3);
+    assert_eq!(u.summary, "could not assess: pcie/GPU");
+}

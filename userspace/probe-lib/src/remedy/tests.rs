@@ -189,3 +189,26 @@ fn a_refused_pair_request_is_told_apart_from_no_listener() {
     assert!(n.cause.contains("nothing listens"), "{n:?}");
     assert!(!diagnose_pair("something else").remedy.is_empty());
 }
+
+/// What has the peer-memory interface agrees with the README (Install) and
+/// docs/facts/peer-memory-core.md: not Ubuntu's generic kernels >= 6.8;
+/// DOCA-OFED/MLNX_OFED and NVIDIA's kernels do.
+#[test]
+fn where_the_interface_exists_matches_the_facts() {
+    let sys = state("dmabuf-only");
+    let d = no_peer_interface(&sys);
+    assert!(d.cause.contains("Ubuntu >= 6.8"), "{}", d.cause);
+    assert!(
+        d.remedy.contains("DOCA-OFED") && d.remedy.contains("NVIDIA's kernels"),
+        "{}",
+        d.remedy
+    );
+    assert!(
+        !d.remedy.contains("Ubuntu"),
+        "Ubuntu kernels are not a remedy: {}",
+        d.remedy
+    );
+    let d = diagnose(Step::RegGpu, libc::EFAULT, &ctx(&sys, 1 << 20, None));
+    assert!(d.cause.contains("Ubuntu >= 6.8"), "{}", d.cause);
+    assert!(d.remedy.contains("NVIDIA's kernels"), "{}", d.remedy);
+}

@@ -1,0 +1,134 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# tests/hw/selftest.sh -- tests of tests/hw/validate.sh without hardware:
+# stand-ins for nvidia-smi, modprobe, modinfo, rmmod, perftest and
+# peermem-probe on PATH, and a fake /sys (PEERMEM_SYSFS), so that each
+# verdict of the script is seen to come out: the dry run runs nothing,
+# peermem-rs passes the identity test and NVIDIA's module fails it, a
+# perftest without CUDA stops the run with the build recipe, the client
+# retries until its server is up and gives up after --wait, and the
+# bandwidth criteria (write >= ratio: FAIL below; read: WARN below).
+#   selftest.sh            prints "ok - ..." / "FAIL - ..." and a count; exit 1 on a failure
+# shellcheck disable=SC2016 # the stand-ins' and bash -c's code is single-quoted on purpose
+set -uo pipefail
+V=$(cd "$(dirname "$0")" && pwd)/validate.sh
+T=$(mktemp -d /tmp/hwselftest.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+B=$T/bin ST=$T/state
+mkdir -p "$B" "$ST"
+npass=0 nfail=0
+ok()  { echo "ok   - $*"; npass=$((npass + 1)); }
+bad() { echo "FAIL - $*"; nfail=$((nfail + 1)); }
+expect() { # expect DESC CMD...
+  local d=$1; shift
+  if "$@"; then ok "$d"; else bad "$d"; fi
+}
+
+# Every stand-in logs its call to $ST/calls. Behaviour comes from files in
+# $ST: kind (ours|nvidia), cuda (yes|no), bw.<op>.<mem> (Gbit/s),
+# refuse (the client never connects), late (failed connects before one works).
+stub() { printf '#!/bin/bash\necho "%s $*" >> %s/calls\n%s\n' "$1" "$ST" "$2" > "$B/$1"; chmod +x "$B/$1"; }
+stub nvidia-smi 'echo "GPU 0: NVIDIA H100 (UUID: GPU-0)"'
+stub ibv_devinfo 'echo "hca_id: $2"'
+stub peermem-probe 'exit 0'
+stub modprobe "[ \"\$1\" = nvidia_peermem ] || exit 0
+kind=\$(cat $ST/kind); d=$T/sys/module/nvidia_peermem; mkdir -p \$d/parameters; echo 0.3.0 > \$d/version
+if [ \$kind = ours ]; then echo auto > \$d/parameters/mode; echo nv_mem > \$d/parameters/peer_client_name
+else echo 1 > \$d/parameters/persistent_api_support; echo 0 > \$d/parameters/peerdirect_support; fi"
+stub rmmod "rm -rf $T/sys/module/\$1"
+stub modinfo "case \$1 in -n) echo /lib/modules/test/updates/dkms/nvidia_peermem.ko;;
+-F) if [ \$(cat $ST/kind) = ours ]; then printf 'peer_client_name:Name\nmode:auto\n'; else printf 'peerdirect_support:x\npersistent_api_support:y\n'; fi;; esac"
+perftest='op=$(basename "$0")
+[ "$1" = --help ] && { echo "Usage: $op [options]"; [ "$(cat ST/cuda)" = yes ] && echo "      --use_cuda=<cuda device id>"; exit 0; }
+mem=host; size=0; for a in "$@"; do case $a in --use_cuda=*) mem=gpu;; esac; done
+while [ $# -gt 0 ]; do case $1 in -s) size=$2; shift 2;; -d|-p) shift 2;; -*) shift;; *) host=$1; shift;; esac; done
+if [ -z "${host:-}" ]; then   # server: wait for the client to finish, at most 10 s
+  for _ in $(seq 100); do [ -e ST/done ] && break; sleep 0.1; done; rm -f ST/done; exit 0; fi
+[ -e ST/refuse ] && { echo "Couldnt connect to $host:18515"; exit 1; }
+n=$(cat ST/tries 2>/dev/null || echo 0); n=$((n + 1)); echo $n > ST/tries
+[ $n -le "$(cat ST/late 2>/dev/null || echo 0)" ] && { echo "Couldnt connect to $host:18515"; exit 1; }
+rm -f ST/tries
+[ $mem = gpu ] && [ "$(cat ST/cuda)" != yes ] && { echo " Unsupported memory type"; exit 1; }
+g=$(cat ST/bw.$op.$mem)
+echo " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+echo " $size      5000           $g                 $g                   0.1"
+touch ST/done'
+for op in ib_write_bw ib_read_bw; do stub "$op" "${perftest//ST/$ST}"; done
+
+setup() { # setup KIND CUDA HOST-W GPU-W HOST-R GPU-R [LATE]
+  rm -rf "${T:?}/sys" "${ST:?}"/*; mkdir -p "$T/sys/class/infiniband/mlx5_0"
+  echo "$1" > "$ST/kind"; echo "$2" > "$ST/cuda"
+  echo "$3" > "$ST/bw.ib_write_bw.host"; echo "$4" > "$ST/bw.ib_write_bw.gpu"
+  echo "$5" > "$ST/bw.ib_read_bw.host"; echo "$6" > "$ST/bw.ib_read_bw.gpu"
+  echo "${7:-0}" > "$ST/late"; : > "$ST/calls"
+}
+val() { PATH=$B:$PATH PEERMEM_SYSFS=$T/sys bash "$V" "$@" 2>&1; }
+
+# 1. The dry run prints the plan, the criteria and every command, and runs none.
+setup ours yes 100 100 100 100
+out=$(val --dry-run --nccl --peer 192.0.2.2); rc=$?
+expect "dry run: exit 0" test $rc = 0
+expect "dry run: nothing executed" test ! -s "$ST/calls"
+for re in '^PLAN' '^PASS CRITERIA' 'parameters/\{mode,peer_client_name\}' 'GPU-memory bandwidth >= 0.90 x' \
+          'ratio below 0.90 is a WARN' 'GPU Direct RDMA Enabled' '/GDRDMA' '^\+ modprobe nvidia_peermem' \
+          '^\+ ib_write_bw --help \| grep -- --use_cuda' 'git clone https://github.com/linux-rdma/perftest' \
+          'CUDA_H_PATH=' 'ARGS="--serve' 'ib_read_bw .*--use_cuda=0 192\.0\.2\.2 .*retried' 'all_reduce_perf'; do
+  expect "dry run prints: $re" grep -qE -- "$re" <<< "$out"
+done
+
+# 2. Ours, perftest with CUDA, writes into GPU at 95% of host, reads at 50%;
+#    each client connects only on its second try (the server is "late").
+setup ours yes 100 95 100 50 1
+out=$(val --sizes "4096 65536 1048576" --wait 20); rc=$?
+expect "healthy host: exit 0 (got $rc)" test $rc = 0 || echo "$out" | tail -30
+expect "identity PASS: the loaded module is peermem-rs" grep -q 'PASS: the loaded nvidia_peermem is peermem-rs 0.3.0, mode=auto, client nv_mem' <<< "$out"
+expect "identity PASS: modprobe loads peermem-rs" grep -q 'PASS: modprobe nvidia_peermem loads peermem-rs' <<< "$out"
+expect "perftest PASS: --use_cuda" grep -q 'PASS: ib_write_bw has --use_cuda' <<< "$out"
+expect "write 1 MiB: ratio 0.95 PASS" grep -qE '^ib_write_bw +1048576 +11\.88 +12\.50 +0\.95 +PASS' <<< "$out"
+expect "write 4 KiB: reported only" grep -qE '^ib_write_bw +4096 .*reported only' <<< "$out"
+expect "read 1 MiB: ratio 0.50 WARN, not FAIL" grep -qE '^ib_read_bw +1048576 .* 0\.50 +WARN' <<< "$out"
+expect "summary: 0 failures, 2 warnings" grep -q 'validate: 0 failure(s), 2 warning(s)' <<< "$out"
+expect "the client retried until its server answered (2 tries per run)" \
+  test "$(grep -c '^ib_write_bw .*127\.0\.0\.1$' "$ST/calls")" = 12
+
+# 3. Writes into GPU at 50% of host: FAIL, exit 1.
+setup ours yes 100 50 100 100
+out=$(val --sizes 65536); rc=$?
+expect "slow GPU writes: exit 1" test $rc = 1
+expect "slow GPU writes: the FAIL names the size and the criterion" \
+  grep -q 'FAIL: ib_write_bw 65536 bytes: GPU 6.25 GB/s vs host 12.50 GB/s (criterion: GPU >= 0.90 x host' <<< "$out"
+
+# 4. NVIDIA's nvidia_peermem loaded and installed: identity FAILs.
+setup nvidia yes 100 100 100 100
+mkdir -p "$T/sys/module/nvidia_peermem/parameters"; touch "$T/sys/module/nvidia_peermem/parameters/persistent_api_support"
+out=$(val --sizes 65536); rc=$?
+expect "NVIDIA's module: exit 1" test $rc = 1
+expect "NVIDIA's module on disk: FAIL names it" grep -q 'FAIL: modprobe nvidia_peermem loads /lib/modules/test/updates/dkms/nvidia_peermem.ko, which is not peermem-rs' <<< "$out"
+expect "NVIDIA's module loaded: unloaded first" grep -q '^+ rmmod nvidia_peermem' <<< "$out"
+expect "NVIDIA's module loaded again: FAIL says NVIDIA's" grep -q "FAIL: the loaded nvidia_peermem is NVIDIA's" <<< "$out"
+
+# 5. Debian's perftest (no CUDA): FAIL with the recipe, no bandwidth run.
+setup ours no 100 100 100 100
+out=$(val --sizes 65536); rc=$?
+expect "perftest without CUDA: exit 1" test $rc = 1
+expect "perftest without CUDA: FAIL says so" grep -q 'FAIL: ib_write_bw has no CUDA support' <<< "$out"
+expect "perftest without CUDA: the build recipe" grep -q 'configure CUDA_H_PATH=' <<< "$out"
+expect "perftest without CUDA: no bandwidth run" bash -c '! grep -q -- "-s 65536" "$1"' _ "$ST/calls"
+
+# 6. --peer whose server never answers: bounded by --wait, then FAIL.
+setup ours yes 100 100 100 100; touch "$ST/refuse"
+SECONDS=0
+out=$(val --peer 192.0.2.2 --sizes 65536 --wait 2); rc=$?
+expect "peer never up: exit 1" test $rc = 1
+expect "peer never up: 'no server answered within 2s'" grep -q 'no server answered within 2s' <<< "$out"
+expect "peer never up: bounded (8 runs x 2 s, took ${SECONDS}s)" test $SECONDS -le 40
+
+# 7. Bad arguments: a clear message, exit 2.
+for a in "--gpu -1" "--sizes 0" "--min-ratio 1.5" "--port 70000" "--peer x --serve" "--hca" "--bogus"; do
+  # shellcheck disable=SC2086 # the words are the arguments
+  out=$(val $a); rc=$?
+  expect "validate.sh $a: exit 2 with a message ($out)" bash -c '[ "$1" = 2 ] && grep -q "^validate: " <<< "$2"' _ "$rc" "$out"
+done
+
+echo "hw selftest: $npass passed, $nfail failed"
+[ $nfail = 0 ]
