@@ -65,6 +65,10 @@ MODULE_PARM_DESC(pt_version, "page-table version handed out: 0x00020000 (v2, 40 
 static unsigned int stale_grace_ms;
 module_param(stale_grace_ms, uint, 0644);
 MODULE_PARM_DESC(stale_grace_ms, "diagnosis only (0, off, by default): within this time a new page table never takes the address of one freed after its free callback");
+static int client_pids[8];
+static int n_client_pids;
+module_param_array(client_pids, int, &n_client_pids, 0644);
+MODULE_PARM_DESC(client_pids, "processes whose non-persistent put_pages the driver honours for every pin, as MPS adds its client processes to a P2P object's client list (-1: every process)");
 static unsigned int map_window_ms = 100;
 module_param(map_window_ms, uint, 0644);
 MODULE_PARM_DESC(map_window_ms, "a dma_map_pages that starts this soon after its page table was freed by a free callback is the documented window (a client cannot hold its lock across the call), not a use after the callback");
@@ -116,6 +120,15 @@ bool nvsim_glue_persistent_supported(void) { return READ_ONCE(persistent_support
 bool nvsim_glue_prologue_reads(void) { return READ_ONCE(prologue_reads); }
 bool nvsim_glue_reuse_freed(void) { return READ_ONCE(reuse_freed); }
 u32 nvsim_glue_map_window_ms(void) { return READ_ONCE(map_window_ms); }
+bool nvsim_glue_is_client_pid(u32 tgid)
+{
+	int i, n = READ_ONCE(n_client_pids);
+
+	for (i = 0; i < n && i < ARRAY_SIZE(client_pids); i++)
+		if (READ_ONCE(client_pids[i]) == -1 || READ_ONCE(client_pids[i]) == tgid)
+			return true;
+	return false;
+}
 u32 nvsim_glue_stale_grace_ms(void) { return READ_ONCE(stale_grace_ms); }
 u32 nvsim_glue_callback_timeout_ms(void) { return READ_ONCE(callback_timeout_ms); }
 

@@ -20,6 +20,7 @@ bool nvsim_glue_persistent_supported(void);
 bool nvsim_glue_prologue_reads(void);
 bool nvsim_glue_reuse_freed(void);
 u32 nvsim_glue_map_window_ms(void);
+bool nvsim_glue_is_client_pid(u32 tgid);
 u32 nvsim_glue_stale_grace_ms(void);
 u32 nvsim_glue_callback_timeout_ms(void);
 /* The latency model (lat_*, see glue.c). */

@@ -452,9 +452,13 @@ impl StateGuard<'_> {
                     // The real put looks the pin up among the calling
                     // process's RM clients: from another process or a
                     // kernel thread it finds nothing, returns 0, and the
-                    // pin and its free callback stay armed.
+                    // pin and its free callback stay armed.  Processes on
+                    // the P2P object's client list (MPS clients:
+                    // `client_pids`) are not another process.
                     let owner = self.allocs.get(pin_alloc).map_or(0, |a| a.owner);
-                    if sys::current_is_kthread() || sys::current_tgid() != owner {
+                    let tgid = sys::current_tgid();
+                    let listed = tgid != owner && sys::param::is_client_pid(tgid);
+                    if sys::current_is_kthread() || (tgid != owner && !listed) {
                         Event::ForeignPut.count();
                         pr_info!(
                             "nvidia_p2p_put_pages of VA {:#x} (process {}) from {} {}: not this process's pin, ignored\n",

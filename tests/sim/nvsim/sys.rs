@@ -113,6 +113,13 @@ pub(crate) mod param {
         unsafe { b::nvsim_glue_prologue_reads() }
     }
 
+    /// Whether process `tgid` is on every pin's client list
+    /// (`client_pids`, see glue.c).
+    pub(crate) fn is_client_pid(tgid: u32) -> bool {
+        // SAFETY: reads a module parameter; no preconditions.
+        unsafe { b::nvsim_glue_is_client_pid(tgid) }
+    }
+
     /// `map_window_ms`: see glue.c.
     pub(crate) fn map_window_ms() -> u64 {
         // SAFETY: reads a module parameter; no preconditions.
