@@ -183,11 +183,9 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
                 Some("put") | Some("put_pages") => FAULT_PUT,
                 Some("put_persistent") | Some("put_pages_persistent") => FAULT_PUT_PERSISTENT,
                 Some("unmap") | Some("dma_unmap_pages") => FAULT_UNMAP,
-                _ => {
-                    return Err(usage(
-                        "gpu fault get_pages|dma_map|persistent|put|put_persistent|unmap COUNT [ERRNO]",
-                    ))
-                }
+                _ => return Err(usage(
+                    "gpu fault get_pages|dma_map|persistent|put|put_persistent|unmap COUNT [ERRNO]",
+                )),
             };
             let count = number(a.get(1), "gpu fault SITE COUNT [ERRNO]")? as u32;
             let err = match a.get(2) {
