@@ -15,17 +15,8 @@
 # put_released_other_pin, and the new MR's DMA goes to unpinned memory.
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
-MODULE=${STALE_PUT_MODULE:-peermem_rs}
-KO=$MODS/$MODULE.ko
-STATS=/sys/kernel/debug/$MODULE/stats
-pm_down() {
-  local rc=0
-  grep -q "^$MODULE " /proc/modules && { rmmod_settled "$MODULE" || rc=1; }
-  sim_unload || rc=1
-  return $rc
-}
 
-check "providers + $MODULE mode=invalidate" pm_up mode=invalidate || finish
+check "providers + $PM_MODULE mode=invalidate" pm_up mode=invalidate || finish
 check "the freed table's address goes to the next pin (reuse_freed)" test "$(param nvidia_p2p_sim reuse_freed)" = Y
 for round in 1 2; do
   sim_run 'A=gpu alloc 1M; B=gpu alloc 1M; H=core reg $A 1M; gpu hook put 1 1500;' \

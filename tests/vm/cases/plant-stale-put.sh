@@ -3,6 +3,6 @@
 # suite.list): module-stale-put against peermem_plant_stale_put.ko, the
 # module built with PEERMEM_PLANT=stale_put (its puts bypass the pin/put
 # gate).  It MUST fail: a late put releases the new pin.
-export STALE_PUT_MODULE=peermem_plant_stale_put
-[ -f "${vmstage:-/peermem}/mods/$(uname -r)/$STALE_PUT_MODULE.ko" ] || { echo "FAIL - $STALE_PUT_MODULE.ko was not built"; exit 1; }
+export PM_MODULE=peermem_plant_stale_put
+[ -f "${vmstage:-/peermem}/mods/$(uname -r)/$PM_MODULE.ko" ] || { echo "FAIL - $PM_MODULE.ko was not built"; exit 1; }
 exec bash "${vmstage:-/peermem}/vm/cases/module-stale-put.sh"

@@ -20,17 +20,9 @@
 # campaign against a module with a planted bug instead (no fuzz loop);
 MODES=${stress_modes:-invalidate,persistent}
 . "${vmstage:-/peermem}/vm/lib.sh"
+PM_MODULE=${STRESS_MODULE:-peermem_rs}
 . "$CASES/module-common.inc"
-CLIENT=${STRESS_MODULE:-peermem_rs}
-KO=$MODS/$CLIENT.ko
-STATS=/sys/kernel/debug/$CLIENT/stats
-# pm_down for whichever client this run loaded.
-pm_down() {
-  local rc=0
-  grep -q "^$CLIENT " /proc/modules && { rmmod_settled "$CLIENT" || rc=1; }
-  sim_unload || rc=1
-  return $rc
-}
+CLIENT=$PM_MODULE
 SEED=${stress_seed:-20261123}
 if [ "$(debug_kernel)" = yes ]; then OPS=${stress_ops:-400}; else OPS=${stress_ops:-3000}; fi
 PROCS=${stress_procs:-2}
