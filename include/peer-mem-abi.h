@@ -2,7 +2,7 @@
 /*
  * peer-mem-abi.h -- our declaration of the RDMA core's peer-memory client
  * interface (MLNX_OFED / DOCA-OFED, NVIDIA and Ubuntu kernels; not in
- * mainline), written from shared/facts/peer-memory-core.md.  Used by
+ * mainline), written from docs/facts/peer-memory-core.md.  Used by
  * peermem_rs.ko (the client) and by the simulated core peer_core_sim.ko.
  * Layout asserted here and on the Rust side (rust/abi.rs).
  */

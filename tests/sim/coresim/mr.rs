@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory registration as the RDMA core drives a peer-memory client
-//! (shared/facts/peer-memory-core.md): acquire under the global peer mutex,
-//! get_pages -> dma_map -> get_page_size with the mapping lock held, the SG
-//! checks and the first/last entry trim (restored before dma_unmap), error
+//! (docs/facts/peer-memory-core.md): acquire under the global peer mutex,
+//! get_pages -> dma_map -> get_page_size with the mapping lock held (older
+//! cores: get_page_size before dma_map), the SG checks and the first/last
+//! entry trim (restored before dma_unmap), error
 //! unwinding, deregistration, invalidation with and without
 //! `PEER_MEM_INVALIDATE_UNMAPS`, and the HCA's DMA check.
 
@@ -173,8 +174,17 @@ fn map(reg: &Arc<Reg>, req: &Request) -> Result {
         reg.owner,
         reg.va,
     );
+    // Older cores ask the page size first and give dma_map an nmap int of
+    // their own; current ones ask after dma_map, whose nmap is
+    // `&sg_head->nents` itself.
+    let legacy = sys::param_legacy_map();
+    let early_ps = if legacy {
+        Some(c.ops.get_page_size(reg.ctx))
+    } else {
+        None
+    };
     let t0 = sys::ktime_ns();
-    let (rc, nmap) = c.ops.dma_map(&reg.sgt, reg.ctx, reg.dev);
+    let (rc, nmap) = c.ops.dma_map(&reg.sgt, reg.ctx, reg.dev, !legacy);
     reg.with(|i| i.times.dma_map_ns = sys::ns_since(t0));
     if rc != 0 {
         if !reg.sgt.is_empty() {
@@ -190,7 +200,7 @@ fn map(reg: &Arc<Reg>, req: &Request) -> Result {
         return Err(callback_error(c, "dma_map", rc));
     }
     reg.with(|i| i.mapped = true);
-    let ps = c.ops.get_page_size(reg.ctx);
+    let ps = early_ps.unwrap_or_else(|| c.ops.get_page_size(reg.ctx));
     if !ps.is_power_of_two() || !(PAGE_SIZE..=MAX_PAGE_SIZE).contains(&ps) {
         violation::report(
             Kind::BadPageSize,
@@ -280,9 +290,10 @@ fn check_and_trim(reg: &Reg, nmap: i32, ps: u64) -> Result {
     // to be longer than its trim.
     let (ft, lt) = (first_trim as u32, last_trim as u32);
     let last_idx = n - 1;
+    // The trims move the first entry's DMA address and shorten the lengths;
+    // `offset` (and the page) stay as the client wrote them.
     if let Some(e) = ents.first_mut() {
         e.dma_address += first_trim;
-        e.offset = e.offset.wrapping_add(ft);
         e.length = e.length.saturating_sub(ft);
         e.dma_length -= ft;
     }
@@ -390,7 +401,7 @@ fn teardown(reg: &Reg) -> DeregTimes {
 /// The end of a registration: id freed, release, the client's use dropped.
 /// Returns the time the client's release took (ns).
 fn finish(reg: &Reg) -> u64 {
-    let id = reg.with(|i| core::mem::replace(&mut i.id, 0));
+    let id = reg.with(|i| core::mem::replace(&mut i.id, client::NO_ID));
     reg.client.free_id(id);
     let t0 = sys::ktime_ns();
     reg.client.ops.release(reg.ctx);

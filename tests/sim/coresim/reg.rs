@@ -67,7 +67,8 @@ pub(crate) struct RegInner {
     /// Invalidations waiting for the mapping lock.
     pub(crate) waiters: u32,
     pub(crate) state: State,
-    /// The core_context id (0: not an invalidation client).
+    /// The core_context id (`client::NO_ID`, U32_MAX: not an invalidation
+    /// client, or released; 0 is a valid id).
     pub(crate) id: u32,
     /// get_pages succeeded and put_pages was not called yet.
     pub(crate) pinned: bool,
@@ -153,7 +154,7 @@ impl Reg {
             busy: true,
             waiters: 0,
             state: State::Registering,
-            id: 0,
+            id: crate::client::NO_ID,
             pinned: false,
             mapped: false,
             nmap: 0,
