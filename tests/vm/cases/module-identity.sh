@@ -1,6 +1,6 @@
 #!/bin/bash
 # module-identity: the module built as nvidia_peermem (Kbuild PEERMEM_NAME)
-# is found by every detection path of shared/facts/peer-memory-core.md
+# is found by every detection path of docs/facts/peer-memory-core.md
 # ("Detection": file existence, per library and version), on a core that
 # creates /sys/kernel/mm/memory_peers (older MLNX_OFED, Ubuntu) and on one
 # that does not (DOCA-OFED, NVIDIA's kernels); peermem_rs.ko, on the latter,
