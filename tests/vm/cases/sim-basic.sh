@@ -45,7 +45,7 @@ P=/sys/kernel/mm/memory_peers/simclient_good
 check "memory_peers/simclient_good has the core's files" \
   test -f $P/version -a -f $P/num_alloc_mrs -a -f $P/num_dealloc_mrs -a -f $P/num_reg_pages -a -f $P/num_dereg_pages -a -f $P/num_reg_bytes -a -f $P/num_dereg_bytes -a -f $P/num_free_callbacks
 check "version reads 1.0" grep -qx 1.0 $P/version
-fails_with "a second client named simclient_good is refused (NULL)" "Invalid (argument|parameters)" \
+fails_with "a second client named simclient_good is refused (NULL): memory_peers/ collides" "Invalid (argument|parameters)" \
   insmod "$MODS/simclient_bad.ko" name=simclient_good
 check "... and the core says why" grep -q "a client named 'simclient_good' is already registered" <(dmesg | tail -20)
 
@@ -55,6 +55,14 @@ if command -v setpriv > /dev/null && command -v prlimit > /dev/null; then
   check "past RLIMIT_MEMLOCK without CAP_IPC_LOCK: ENOMEM; within it: fine" \
     prlimit --memlock=1048576 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
       "$SIMCTL" run 'A=gpu alloc 2M; !ENOMEM core reg $A 2M; H=core reg $A 512K; core dereg $H; H=core reg $A 512K; core dereg $H'
+  check "RLIMIT_MEMLOCK 0 without CAP_IPC_LOCK: EPERM (can_do_mlock)" \
+    prlimit --memlock=0 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
+      "$SIMCTL" run 'A=gpu alloc 1M; !EPERM core reg $A 64K'
+  check "the charge stays after an invalidation, until deregistration" \
+    prlimit --memlock=1048576 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
+      "$SIMCTL" run 'A=gpu alloc 1M; B=gpu alloc 1M; H=core reg $A 768K; gpu free $A; !ESTALE core dma-check $H; !ENOMEM core reg $B 512K; core dereg $H; H=core reg $B 512K; core dereg $H'
+  check "with CAP_IPC_LOCK (root) the limit does not apply" \
+    prlimit --memlock=0 "$SIMCTL" run 'A=gpu alloc 1M; H=core reg $A 1M; core dereg $H'
 else
   echo "info - no setpriv/prlimit: RLIMIT_MEMLOCK not checked"
 fi
