@@ -145,6 +145,19 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
             Event::RegOk.count();
             reg.unlock_mapping();
             post_checks(&reg);
+            if sys::take_fail_mkey() {
+                // The HW driver failed to create the MR after ib_umem_get
+                // returned it MAPPED: it releases the umem, which unwinds
+                // as a deregistration (dma_unmap, put_pages, release).
+                pr_info!(
+                    "injected mkey creation failure: '{}' [{:#x}, +{:#x}) released\n",
+                    format_args!("{}", client.name()),
+                    va,
+                    len
+                );
+                deregister(reg);
+                return Err(ENOMEM);
+            }
             Ok(reg)
         }
         Err(e) => {
@@ -432,7 +445,11 @@ pub(crate) fn deregister(reg: Arc<Reg>) -> DeregTimes {
         reg.owner,
         reg.va,
     );
-    reg.with(|i| i.state = State::Deregistered);
+    let fenced = reg.with(|i| {
+        let fenced = matches!(i.state, State::Invalidated | State::Unmapped);
+        i.state = State::Deregistered;
+        fenced
+    });
     let mut t = if reg.client.unmaps() {
         reg.unlock_mapping();
         teardown(&reg)
@@ -442,8 +459,15 @@ pub(crate) fn deregister(reg: Arc<Reg>) -> DeregTimes {
         t
     };
     let c = &reg.client;
-    c.stat_add(PCSIM_ATTR_NUM_DEALLOC_MRS, 1);
-    c.stat_add(PCSIM_ATTR_NUM_DEREG_PAGES, u64::from(reg.with(|i| i.nmap)));
+    // An invalidated MR was counted deallocated at its invalidation.
+    if !fenced {
+        c.stat_add(PCSIM_ATTR_NUM_DEALLOC_MRS, 1);
+    }
+    // Current cores never count num_dereg_pages; the older ones' stand-in
+    // (`legacy_map`) does, in SG entries as num_reg_pages.
+    if sys::param_legacy_map() {
+        c.stat_add(PCSIM_ATTR_NUM_DEREG_PAGES, u64::from(reg.with(|i| i.nmap)));
+    }
     c.stat_add(PCSIM_ATTR_NUM_DEREG_BYTES, reg.len);
     t.release_ns = finish(&reg);
     Event::Dereg.count();
@@ -453,7 +477,9 @@ pub(crate) fn deregister(reg: Arc<Reg>) -> DeregTimes {
 
 /// The core's invalidate callback: fence the registration (no DMA after
 /// return); without `PEER_MEM_INVALIDATE_UNMAPS` also dma_unmap and
-/// put_pages, re-entering the client.
+/// put_pages, re-entering the client (state UNMAPPED).  Every call counts
+/// in `num_free_callbacks` (a stale or unknown id too, as the real core);
+/// the invalidated MR counts in `num_dealloc_mrs`.
 pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
     let Some(c) = TABLES.lock().client(handle) else {
         violation::report(
@@ -465,6 +491,7 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
         );
         return Err(EINVAL);
     };
+    c.stat_add(PCSIM_ATTR_NUM_FREE_CALLBACKS, 1);
     let Some(reg) = c.lookup_id(core_context) else {
         // The real core answers 0 either way.  An id it gave earlier and
         // released since is the client's documented race with
@@ -488,10 +515,10 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
     }
     match reg.with(|i| i.state) {
         State::Mapped => {
-            reg.with(|i| i.state = State::Invalidated);
             Event::Invalidated.count();
-            c.stat_add(PCSIM_ATTR_NUM_FREE_CALLBACKS, 1);
+            c.stat_add(PCSIM_ATTR_NUM_DEALLOC_MRS, 1);
             if c.unmaps() {
+                reg.with(|i| i.state = State::Invalidated);
                 // MAPPED -> INVALIDATED: the trims are undone and the core
                 // clears its copy of the table without calling dma_unmap;
                 // deregistration later calls neither dma_unmap nor
@@ -504,10 +531,11 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
                     i.pinned = false;
                 });
             } else {
+                reg.with(|i| i.state = State::Unmapped);
                 teardown(&reg);
             }
         }
-        State::Invalidated => Event::InvalidateRepeat.count(),
+        State::Invalidated | State::Unmapped => Event::InvalidateRepeat.count(),
         _ => Event::InvalidateLate.count(),
     }
     reg.unlock_mapping();
@@ -596,7 +624,7 @@ fn post_checks(reg: &Reg) {
 pub(crate) fn dma_check(reg: &Reg) -> Result {
     match reg.with(|i| i.state) {
         State::Mapped => {}
-        State::Invalidated => return Err(sys::err(errno::ESTALE)),
+        State::Invalidated | State::Unmapped => return Err(sys::err(errno::ESTALE)),
         _ => return Err(ENOENT),
     }
     let Some(nv) = NvSim::get() else {
@@ -606,7 +634,7 @@ pub(crate) fn dma_check(reg: &Reg) -> Result {
         return Ok(());
     }
     match reg.with(|i| i.state) {
-        State::Invalidated => Err(sys::err(errno::ESTALE)),
+        State::Invalidated | State::Unmapped => Err(sys::err(errno::ESTALE)),
         _ => Err(EFAULT),
     }
 }

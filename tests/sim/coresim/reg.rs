@@ -27,8 +27,12 @@ pub(crate) enum State {
     Registering,
     /// The HCA may DMA.
     Mapped,
-    /// Fenced by the client's invalidate: no DMA.
+    /// Fenced by the client's invalidate (`PEER_MEM_INVALIDATE_UNMAPS`): no
+    /// DMA; deregistration calls only release.
     Invalidated,
+    /// Fenced by the client's invalidate without the flag: dma_unmap and
+    /// put_pages ran inside it; deregistration calls only release.
+    Unmapped,
     /// Registration failed and was unwound.
     Failed,
     /// Deregistered.
@@ -42,6 +46,7 @@ impl State {
             State::Registering => "registering",
             State::Mapped => "mapped",
             State::Invalidated => "invalidated",
+            State::Unmapped => "unmapped",
             State::Failed => "failed",
             State::Deregistered => "deregistered",
         }

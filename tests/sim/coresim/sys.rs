@@ -115,6 +115,13 @@ pub(crate) fn param_refuse_dups() -> bool {
     unsafe { b::pcsim_glue_param_refuse_dups() }
 }
 
+/// `fail_mkey`: whether the HW driver's MR creation is to fail for this
+/// registration (takes one of the injected failures).
+pub(crate) fn take_fail_mkey() -> bool {
+    // SAFETY: updates a module parameter atomically; no preconditions.
+    unsafe { b::pcsim_glue_take_fail_mkey() }
+}
+
 /// `memory_peers`: whether the core has the memory_peers sysfs directory.
 pub(crate) fn param_memory_peers() -> bool {
     // SAFETY: reads a module parameter.
