@@ -20,6 +20,7 @@ mod hooks;
 mod mr;
 mod peer;
 mod reg;
+mod sgcheck;
 #[path = "../common/slots.rs"]
 mod slots;
 mod sys;
