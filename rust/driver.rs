@@ -8,7 +8,7 @@ use kernel::prelude::*;
 use crate::client::ClientTable;
 use crate::glue::{self, DebugFs, DeferQueue};
 use crate::nvidia::{Missing, NvidiaP2p};
-use crate::peer_core::{ClientRegistration, PeerCore};
+use crate::peer_core::{competing_module, ClientRegistration, PeerCore, CONTESTED_NAME};
 use crate::registration::{Client, Mode};
 use crate::stats::STATS;
 
@@ -35,9 +35,24 @@ fn requested_mode() -> Result<Option<Mode>> {
 }
 
 impl kernel::Module for PeermemRs {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
+    fn init(module: &'static ThisModule) -> Result<Self> {
         let requested = requested_mode()?;
         let name = glue::param_client_name();
+        // A core that creates /sys/kernel/mm/memory_peers refuses a second
+        // client of a name (below); DOCA-OFED 25.10's accepts it and asks
+        // the first registered one: a competitor already loaded would serve
+        // every GPU range and we none.  Refuse as such a core would.
+        if name == CONTESTED_NAME {
+            if let Some(other) = competing_module(module) {
+                pr_err!(
+                    "the client name '{name}' is taken by the loaded module {} (nvidia-peermem, \
+                     nv_peer_mem or another peermem-rs; this RDMA core would accept both and \
+                     ask the first loaded): unload it or set peer_client_name\n",
+                    other.to_str().unwrap_or("?")
+                );
+                return Err(EBUSY);
+            }
+        }
         let Some(core) = PeerCore::find() else {
             pr_err!(
                 "no peer-memory support (ib_register_peer_memory_client not found): \

@@ -2,13 +2,16 @@
 
 //! The RDMA core's peer-memory interface (ib_uverbs on MOFED/DOCA-OFED and
 //! NVIDIA kernels, ib_core on old MOFED), found by name at load time:
-//! registering our client table ([`ClientRegistration`]) and asking the core
-//! to fence DMA on a registration ([`Invalidator`]).
+//! registering our client table ([`ClientRegistration`]), asking the core
+//! to fence DMA on a registration ([`Invalidator`]), and finding a competing
+//! client's module ([`competing_module`]) on cores that accept a second
+//! client of the same name.
 
-use core::ffi::c_void;
+use core::ffi::{c_void, CStr};
 use core::ptr::{self, NonNull};
 
 use kernel::prelude::*;
+use kernel::ThisModule;
 
 use crate::bindings::{
     glue, ib_register_peer_memory_client_t, ib_unregister_peer_memory_client_t,
@@ -165,4 +168,59 @@ impl Invalidator {
         // SAFETY: by the type invariant `f` and `handle` are valid.
         kernel::error::to_result(unsafe { (self.f)(self.handle.as_ptr(), core_context) })
     }
+}
+
+/// The client name every competing client registers: nvidia-peermem (any
+/// version, persistent or not), nv_peer_mem, and peermem-rs by default.
+pub(crate) const CONTESTED_NAME: &str = "nv_mem";
+
+/// The modules that register a peer-memory client named [`CONTESTED_NAME`]:
+/// NVIDIA's nvidia-peermem, the older nv_peer_mem, and this project under
+/// either of its names (Kbuild `PEERMEM_NAME`).
+const COMPETITORS: [&CStr; 3] = [c"nvidia_peermem", c"nv_peer_mem", c"peermem_rs"];
+
+/// The name of a loaded module, other than `this`, that registers a client
+/// named [`CONTESTED_NAME`] too, if any.
+///
+/// DOCA-OFED 25.10's core checks no client name: a second `nv_mem` is
+/// accepted and the core asks the clients in registration order, so the
+/// first one loaded serves every GPU range and the core never says so.  The
+/// module names are the one stable trace such a client leaves: they are the
+/// kobjects of `module_kset` (`/sys/module/<name>`), which the module loader
+/// creates before a module's init runs and removes only after its exit
+/// returned -- so a competitor counts from before it registers until after
+/// it unregistered.  Looked up with `kset_find_obj` in the kset of our own
+/// module's kobject (`module_kset` itself is not exported): no filesystem
+/// path, no module_mutex (not exported), no symbol of theirs (they export
+/// none).
+pub(crate) fn competing_module(this: &'static ThisModule) -> Option<&'static CStr> {
+    let m = this.as_ptr();
+    // SAFETY: `m` is THIS_MODULE, valid while we are loaded.  The loader set
+    // `mkobj.kobj.kset` to `module_kset` (mod_sysfs_init) and filled `name`
+    // (NUL-terminated within MODULE_NAME_LEN) before calling our init, and
+    // changes neither until after our exit.
+    let (kset, own) = unsafe {
+        (
+            (*m).mkobj.kobj.kset,
+            CStr::from_ptr((*m).name.as_ptr().cast()),
+        )
+    };
+    if kset.is_null() {
+        return None;
+    }
+    COMPETITORS.into_iter().find(|&name| {
+        if name == own {
+            return false;
+        }
+        // SAFETY: `kset` is `module_kset` (above), a kset that lives as long
+        // as the kernel; `name` is NUL-terminated.  kset_find_obj takes the
+        // kset's list lock and returns a counted reference or NULL.
+        let k = unsafe { kernel::bindings::kset_find_obj(kset, name.as_ptr().cast()) };
+        if k.is_null() {
+            return false;
+        }
+        // SAFETY: drops the reference kset_find_obj took, once.
+        unsafe { kernel::bindings::kobject_put(k) };
+        true
+    })
 }

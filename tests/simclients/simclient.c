@@ -129,7 +129,8 @@ struct sc_ctx {
 	u64 addr, size;			/* as the core passed them */
 	u64 va, len;			/* 64 KiB-aligned */
 	bool persistent;
-	u64 core_context;
+	u64 core_context;		/* the core's id: 0 is a valid one */
+	bool has_id;			/* get_pages gave core_context */
 	struct nvidia_p2p_page_table *pt;	/* NULL once put, or freed by the driver */
 	struct nvidia_p2p_dma_mapping *map;
 	struct pci_dev *peer;
@@ -277,7 +278,7 @@ static void sc_free_callback(void *data)
 	/* Only a registration the HCA may use needs fencing; one still in
 	 * get_pages/dma_map fails in dma_map instead (invalidating it here
 	 * would wait for that dma_map, which waits for this driver's lock). */
-	inval = c->mapped && sc_invalidate && c->core_context;
+	inval = c->mapped && sc_invalidate && c->has_id;
 	id = c->core_context;
 	mutex_unlock(&c->lock);
 
@@ -386,8 +387,10 @@ static int sc_get_pages(unsigned long addr, size_t size, int write, int force,
 	mutex_lock(&c->lock);
 	if (c->freed)
 		ret = -EINVAL;
-	else
+	else {
 		c->core_context = core_context;
+		c->has_id = true;
+	}
 	mutex_unlock(&c->lock);
 	if (!ret && is_bug(SCB_BAD_RETURN))
 		return 1;

@@ -51,13 +51,18 @@ impl Peers {
     }
 }
 
+/// The `core_context` of every registration of a client registered without
+/// an invalidate slot (`PEER_NO_INVALIDATION_ID`): no id is allocated.
+pub(crate) const NO_ID: u32 = u32::MAX;
+
 struct ClientState {
     /// Registrations served (acquired and not yet released).
     users: u32,
     unregistering: bool,
     next_id: u32,
-    /// The highest id given so far, and whether the ids wrapped around.
-    issued_max: u32,
+    /// The highest id given so far (None: none yet), and whether the ids
+    /// wrapped around.
+    issued_max: Option<u32>,
     wrapped: bool,
     ids: Slots<(u32, Arc<Reg>)>,
     sysfs: Option<SysfsDir>,
@@ -142,19 +147,20 @@ impl Client {
         }
     }
 
-    /// Gives `reg` a small-integer id (cyclic, 1..U32_MAX).
+    /// Gives `reg` a small-integer id: cyclic over `[0, U32_MAX - 1]`,
+    /// starting at 0 (the first registration after the client registered
+    /// gets 0: a valid id, not "none").
     pub(crate) fn alloc_id(&self, reg: Arc<Reg>) -> Result<u32> {
         let mut s = self.state.lock();
         let mut id = s.next_id;
-        while id == 0 || id == u32::MAX || s.ids.find(|(i, _)| *i == id).is_some() {
-            id = if id >= u32::MAX - 1 { 1 } else { id + 1 };
+        while id == NO_ID || s.ids.find(|(i, _)| *i == id).is_some() {
+            id = if id >= NO_ID - 1 { 0 } else { id + 1 };
         }
-        s.next_id = if id >= u32::MAX - 1 { 1 } else { id + 1 };
+        s.next_id = if id >= NO_ID - 1 { 0 } else { id + 1 };
         s.ids.insert((id, reg))?;
-        if id > s.issued_max {
-            s.issued_max = id;
-        } else {
-            s.wrapped = true;
+        match s.issued_max {
+            Some(m) if id <= m => s.wrapped = true,
+            _ => s.issued_max = Some(id),
         }
         Ok(id)
     }
@@ -162,12 +168,13 @@ impl Client {
     /// Whether the core ever gave id `core_context` (it may be released).
     pub(crate) fn was_issued(&self, core_context: u64) -> bool {
         let s = self.state.lock();
-        core_context != 0 && (s.wrapped || core_context <= u64::from(s.issued_max))
+        core_context < u64::from(NO_ID)
+            && (s.wrapped || s.issued_max.is_some_and(|m| core_context <= u64::from(m)))
     }
 
     /// Releases id `id`.
     pub(crate) fn free_id(&self, id: u32) {
-        if id == 0 {
+        if id == NO_ID {
             return;
         }
         let mut s = self.state.lock();
@@ -223,7 +230,14 @@ impl Client {
 }
 
 /// `ib_register_peer_memory_client`: the new client's handle, or an error
-/// message (the caller returns NULL).
+/// message (the caller returns NULL).  `before_publish` runs once the
+/// client is accepted, before acquire can reach it: the real core writes
+/// `*invalidate_callback` there.
+///
+/// A second client of a name already registered is accepted (DOCA-OFED
+/// 25.10 checks no name: both are asked, in registration order) unless
+/// `refuse_duplicate_names` or `memory_peers` is set (a core with the sysfs
+/// directory fails the second one's kobject_add).
 ///
 /// # Safety
 ///
@@ -231,6 +245,7 @@ impl Client {
 pub(crate) unsafe fn register(
     client: *const peer_memory_client,
     invalidation: bool,
+    before_publish: impl FnOnce(),
 ) -> Result<Arc<Client>, &'static str> {
     // SAFETY: forwarded contract.
     let parsed = match unsafe { peer::parse(client) } {
@@ -244,12 +259,19 @@ pub(crate) unsafe fn register(
         }
     };
     let mut peers = PEERS.lock();
-    if peers.clients.find(|(_, c)| c.name == parsed.name).is_some() {
+    let dup = peers.clients.find(|(_, c)| c.name == parsed.name).is_some();
+    if dup && sys::param_refuse_dups() {
         pr_err!(
-            "ib_register_peer_memory_client: a client named '{}' is already registered\n",
+            "ib_register_peer_memory_client: a client named '{}' is already registered (its memory_peers kobject would collide)\n",
             format_args!("{}", CName(&parsed.name))
         );
         return Err("duplicate name");
+    }
+    if dup {
+        pr_info!(
+            "ib_register_peer_memory_client: a second client named '{}' (accepted: asked after the first)\n",
+            format_args!("{}", CName(&parsed.name))
+        );
     }
     let c = Arc::pin_init(
         pin_init!(Client {
@@ -260,7 +282,7 @@ pub(crate) unsafe fn register(
             flags: parsed.flags,
             invalidation,
             stats: [const { AtomicU64::new(0) }; NSTATS],
-            state <- new_mutex!(ClientState { users: 0, unregistering: false, next_id: 1, issued_max: 0, wrapped: false, ids: Slots::new(), sysfs: None }),
+            state <- new_mutex!(ClientState { users: 0, unregistering: false, next_id: 0, issued_max: None, wrapped: false, ids: Slots::new(), sysfs: None }),
             idle <- new_condvar!(),
         }),
         GFP_KERNEL,
@@ -274,6 +296,7 @@ pub(crate) unsafe fn register(
             .map_err(|_| "cannot create its memory_peers directory")?;
         c.state.lock().sysfs = Some(dir);
     }
+    before_publish();
     TABLES
         .lock()
         .add_client(c.clone())

@@ -11,7 +11,7 @@ use kernel::sync::Arc;
 
 use crate::bindings::{
     pcsim_dereg, pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, pcsim_times, sim_text,
-    PCSIM_REG_QP_BUFFER, PCSIM_STATE_INVALIDATED, PCSIM_STATE_MAPPED,
+    PCSIM_REG_QP_BUFFER, PCSIM_STATE_INVALIDATED, PCSIM_STATE_MAPPED, PCSIM_STATE_UNMAPPED,
 };
 use crate::client;
 use crate::hooks::Hook;
@@ -163,6 +163,7 @@ impl Context {
         arg.state = match reg.with(|i| i.state) {
             State::Mapped => PCSIM_STATE_MAPPED,
             State::Invalidated => PCSIM_STATE_INVALIDATED,
+            State::Unmapped => PCSIM_STATE_UNMAPPED,
             _ => 0,
         };
         arg.sg_count = copy_sg(&reg, arg.sg, arg.sg_max)?;

@@ -35,13 +35,18 @@ unsafe extern "C" fn ib_register_peer_memory_client(
     invalidate_callback: *mut invalidate_peer_memory,
 ) -> *mut c_void {
     let invalidation = !invalidate_callback.is_null();
+    // As the real core, the invalidate entry point is written before the
+    // client is published (acquire may run before this returns, the
+    // invalidate pointer is set by then).
+    let before_publish = || {
+        if invalidation {
+            // SAFETY: non-NULL and writable (caller's contract).
+            unsafe { invalidate_callback.write(Some(pcsim_invalidate)) };
+        }
+    };
     // SAFETY: the caller's contract.
-    match unsafe { client::register(client, invalidation) } {
+    match unsafe { client::register(client, invalidation, before_publish) } {
         Ok(c) => {
-            if invalidation {
-                // SAFETY: non-NULL and writable (caller's contract).
-                unsafe { invalidate_callback.write(Some(pcsim_invalidate)) };
-            }
             // The client is published (acquire may be called) before this
             // returns, so before the client can know its handle.
             let hold = sys::param_register_hold_ms();

@@ -52,14 +52,17 @@ MODULE_PARM_DESC(hca_nonpci, "pass a non-PCI struct device as dma_device to new 
 bool pcsim_glue_param_nonpci(void) { return READ_ONCE(hca_nonpci); }
 
 /*
- * Where real cores differ (shared/facts/peer-memory-core.md), one knob
+ * Where real cores differ (docs/facts/peer-memory-core.md), one knob
  * each; `variant` presets them, a knob given explicitly wins (-1: from the
  * variant):
  *   current    DOCA-OFED / NVIDIA kernels today: honours
- *              PEER_MEM_INVALIDATE_UNMAPS, no memory_peers sysfs, trims the
- *              first/last SG entries;
- *   mlnx-old   older MLNX_OFED: memory_peers sysfs, the umem page shift
- *              taken from get_page_size (no trims);
+ *              PEER_MEM_INVALIDATE_UNMAPS, no memory_peers sysfs (duplicate
+ *              names accepted), trims the first/last SG entries, dma_map's
+ *              nmap is &sg_head->nents itself;
+ *   mlnx-old   older MLNX_OFED: memory_peers sysfs (a duplicate name is
+ *              refused: its kobject collides), the umem page shift taken
+ *              from get_page_size (no trims), get_page_size asked before
+ *              dma_map and nmap a separate int;
  *   no-unmaps  a core that ignores PEER_MEM_INVALIDATE_UNMAPS (calls
  *              dma_unmap/put_pages from inside invalidate).
  */
@@ -76,9 +79,29 @@ MODULE_PARM_DESC(memory_peers, "1: create /sys/kernel/mm/memory_peers/<client>/ 
 static int sg_page_shift = -1;
 module_param(sg_page_shift, int, 0644);
 MODULE_PARM_DESC(sg_page_shift, "SG regime: 1: umem page shift from get_page_size, every entry page-aligned, no trims (older cores); 0: trim first/last entries (-1: from variant)");
+static int legacy_map = -1;
+module_param(legacy_map, int, 0644);
+MODULE_PARM_DESC(legacy_map, "1: get_page_size before dma_map, nmap a separate int (older cores); 0: get_page_size after dma_map, nmap aliases sg_head->nents (-1: from variant)");
+static bool refuse_duplicate_names;
+module_param(refuse_duplicate_names, bool, 0644);
+MODULE_PARM_DESC(refuse_duplicate_names, "refuse a second client of the same name (NULL), as cores with memory_peers do (implied by memory_peers=1); default: accept it, as DOCA-OFED 25.10");
+static unsigned int fail_mkey;
+module_param(fail_mkey, uint, 0644);
+MODULE_PARM_DESC(fail_mkey, "fail the HW driver's MR (mkey) creation after the next N registrations were MAPPED: ENOMEM, the umem released (dma_unmap, put_pages, release)");
+bool pcsim_glue_take_fail_mkey(void)
+{
+	unsigned int v;
+
+	do {
+		v = READ_ONCE(fail_mkey);
+		if (!v)
+			return false;
+	} while (cmpxchg(&fail_mkey, v, v - 1) != v);
+	return true;
+}
 static bool memlock = true;
 module_param(memlock, bool, 0644);
-MODULE_PARM_DESC(memlock, "charge registrations to RLIMIT_MEMLOCK before the peer path (ENOMEM past it without CAP_IPC_LOCK), as ib_umem_get does");
+MODULE_PARM_DESC(memlock, "charge registrations to RLIMIT_MEMLOCK before the peer path (EPERM with limit 0, ENOMEM past it, without CAP_IPC_LOCK), as ib_umem_get does");
 bool pcsim_glue_param_memlock(void) { return READ_ONCE(memlock); }
 
 void *pcsim_glue_memlock_charge(u64 npages, int *err)
@@ -89,6 +112,11 @@ void *pcsim_glue_memlock_charge(u64 npages, int *err)
 
 	if (!mm) {
 		*err = -EFAULT;
+		return NULL;
+	}
+	/* ib_umem_get: RLIMIT_MEMLOCK 0 without CAP_IPC_LOCK is EPERM. */
+	if (!can_do_mlock()) {
+		*err = -EPERM;
 		return NULL;
 	}
 	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
@@ -121,16 +149,21 @@ MODULE_PARM_DESC(unregister_hold_ms, "keep ib_unregister_peer_memory_client from
 bool pcsim_glue_param_honour_unmaps(void) { return READ_ONCE(honour_unmaps) > 0; }
 bool pcsim_glue_param_memory_peers(void) { return READ_ONCE(memory_peers) > 0; }
 bool pcsim_glue_param_page_shift(void) { return READ_ONCE(sg_page_shift) > 0; }
+bool pcsim_glue_param_legacy_map(void) { return READ_ONCE(legacy_map) > 0; }
+bool pcsim_glue_param_refuse_dups(void)
+{
+	return READ_ONCE(refuse_duplicate_names) || READ_ONCE(memory_peers) > 0;
+}
 u32 pcsim_glue_param_register_hold_ms(void) { return READ_ONCE(register_hold_ms); }
 u32 pcsim_glue_param_unregister_hold_ms(void) { return READ_ONCE(unregister_hold_ms); }
 const char *pcsim_glue_param_variant(void) { return variant; }
 
 static int pcsim_apply_variant(void)
 {
-	static const struct { const char *name; int unmaps, sysfs, page_shift; } v[] = {
-		{ "current", 1, 0, 0 },
-		{ "mlnx-old", 1, 1, 1 },
-		{ "no-unmaps", 0, 0, 0 },
+	static const struct { const char *name; int unmaps, sysfs, page_shift, legacy_map; } v[] = {
+		{ "current", 1, 0, 0, 0 },
+		{ "mlnx-old", 1, 1, 1, 1 },
+		{ "no-unmaps", 0, 0, 0, 0 },
 	};
 	int i;
 
@@ -143,6 +176,8 @@ static int pcsim_apply_variant(void)
 			memory_peers = v[i].sysfs;
 		if (sg_page_shift < 0)
 			sg_page_shift = v[i].page_shift;
+		if (legacy_map < 0)
+			legacy_map = v[i].legacy_map;
 		return 0;
 	}
 	pr_err("peer_core_sim: unknown variant '%s' (current, mlnx-old, no-unmaps)\n",
@@ -227,6 +262,8 @@ bool pcsim_glue_sgt_empty(struct sg_table *sgt)
 {
 	return !sgt->sgl && !sgt->nents && !sgt->orig_nents;
 }
+/* Current cores pass &sg_head->nents itself as dma_map's nmap. */
+int *pcsim_glue_sgt_nents(struct sg_table *sgt) { return (int *)&sgt->nents; }
 void pcsim_glue_sgt_counts(struct sg_table *sgt, u32 *nents, u32 *orig_nents)
 {
 	*nents = sgt->nents;

@@ -21,6 +21,9 @@ bool pcsim_glue_param_nonpci(void);
 bool pcsim_glue_param_honour_unmaps(void);
 bool pcsim_glue_param_memory_peers(void);	/* read at load */
 bool pcsim_glue_param_page_shift(void);		/* SG regime: page shift (else trim) */
+bool pcsim_glue_param_legacy_map(void);		/* get_page_size first, nmap apart */
+bool pcsim_glue_param_refuse_dups(void);	/* refuse duplicate client names */
+bool pcsim_glue_take_fail_mkey(void);		/* one injected mkey failure due */
 u32 pcsim_glue_param_register_hold_ms(void);
 bool pcsim_glue_param_memlock(void);
 u32 pcsim_glue_param_unregister_hold_ms(void);
@@ -63,6 +66,7 @@ void pcsim_glue_sgt_free(struct sg_table *sgt);
 /* Clears the core's copy of the table (the list stays the client's). */
 void pcsim_glue_sgt_clear(struct sg_table *sgt);
 bool pcsim_glue_sgt_empty(struct sg_table *sgt);	/* never filled (or freed) */
+int *pcsim_glue_sgt_nents(struct sg_table *sgt);	/* &sgt->nents, as int * */
 void pcsim_glue_sgt_counts(struct sg_table *sgt, u32 *nents, u32 *orig_nents);
 /* Entries 0..count-1 of the list (one walk), or -EINVAL if it is shorter. */
 int pcsim_glue_sg_read(struct sg_table *sgt, u32 count, struct pcsim_sg_ent *ents);
@@ -71,7 +75,8 @@ int pcsim_glue_sg_set(struct sg_table *sgt, u32 idx, const struct pcsim_sg_ent *
 
 /* --- RLIMIT_MEMLOCK, as ib_umem_get charges it before the peer path ------ */
 /* Charges npages to the calling process's pinned_vm: its mm (held), or
- * NULL with *err = -ENOMEM past RLIMIT_MEMLOCK without CAP_IPC_LOCK. */
+ * NULL with *err = -EPERM if RLIMIT_MEMLOCK is 0, -ENOMEM past it, without
+ * CAP_IPC_LOCK. */
 void *pcsim_glue_memlock_charge(u64 npages, int *err);
 void pcsim_glue_memlock_uncharge(void *mm, u64 npages);
 

@@ -1,61 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory registration as the RDMA core drives a peer-memory client
-//! (shared/facts/peer-memory-core.md): acquire under the global peer mutex,
-//! get_pages -> dma_map -> get_page_size with the mapping lock held, the SG
-//! checks and the first/last entry trim (restored before dma_unmap), error
-//! unwinding, deregistration, invalidation with and without
-//! `PEER_MEM_INVALIDATE_UNMAPS`, and the HCA's DMA check.
+//! (docs/facts/peer-memory-core.md): acquire under the global peer mutex,
+//! get_pages -> dma_map -> get_page_size with the mapping lock held (older
+//! cores: get_page_size before dma_map), the SG checks and trims
+//! (`sgcheck`), error unwinding, deregistration, invalidation with and
+//! without `PEER_MEM_INVALIDATE_UNMAPS`, and the HCA's DMA check.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::bindings::{
-    pcsim_sge, sim_range, PCSIM_ACCESS_LOCAL_WRITE, PCSIM_ACCESS_REMOTE_WRITE,
-    PCSIM_ATTR_NUM_ALLOC_MRS, PCSIM_ATTR_NUM_DEALLOC_MRS, PCSIM_ATTR_NUM_DEREG_BYTES,
-    PCSIM_ATTR_NUM_DEREG_PAGES, PCSIM_ATTR_NUM_FREE_CALLBACKS, PCSIM_ATTR_NUM_REG_BYTES,
-    PCSIM_ATTR_NUM_REG_PAGES, PCSIM_STEP_AFTER_ACQUIRE, PCSIM_STEP_AFTER_DMA_MAP,
-    PCSIM_STEP_AFTER_GET_PAGES, PCSIM_STEP_IN_DEREG,
+    sim_range, PCSIM_ACCESS_LOCAL_WRITE, PCSIM_ACCESS_REMOTE_WRITE, PCSIM_ATTR_NUM_ALLOC_MRS,
+    PCSIM_ATTR_NUM_DEALLOC_MRS, PCSIM_ATTR_NUM_DEREG_BYTES, PCSIM_ATTR_NUM_DEREG_PAGES,
+    PCSIM_ATTR_NUM_FREE_CALLBACKS, PCSIM_ATTR_NUM_REG_BYTES, PCSIM_ATTR_NUM_REG_PAGES,
+    PCSIM_STEP_AFTER_ACQUIRE, PCSIM_STEP_AFTER_DMA_MAP, PCSIM_STEP_AFTER_GET_PAGES,
+    PCSIM_STEP_IN_DEREG,
 };
 use crate::client::{self, Client};
 use crate::hooks::{self, Hook};
-use crate::reg::{DeregTimes, NewReg, Reg, State, Times, Trim};
-use crate::sys::{self, errno, DmaDevice, NvSim, SgEnt};
+use crate::reg::{DeregTimes, NewReg, Reg, State, Times};
+use crate::sgcheck::{
+    align_down, align_up, check_and_trim, restore_trim, MAX_PAGE_SIZE, PAGE_SIZE,
+};
+use crate::sys::{self, errno, DmaDevice, NvSim};
 use crate::tables::TABLES;
 use crate::violation::{self, Event, Kind};
 
-/// The CPU page size the core trims to.
-const PAGE_SIZE: u64 = 4096;
 /// The GPU page size (address checks walk the list in these steps).
 const GPU_PAGE: u64 = 1 << 16;
-/// The largest page size a client may report.
-const MAX_PAGE_SIZE: u64 = 1 << 30;
-
-/// The HCA's view of the client's SG entries (what it would DMA to).
-fn hca_list(ents: &[SgEnt], n: u32) -> Result<KVVec<pcsim_sge>> {
-    let mut hca = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
-    for e in ents {
-        hca.push(
-            pcsim_sge {
-                addr: e.dma_address,
-                len: u64::from(e.dma_length),
-            },
-            GFP_KERNEL,
-        )?;
-    }
-    Ok(hca)
-}
-
-/// `x` rounded down to `a`, a power of two (page sizes).  Masks, not
-/// division: no panic path (6.12's objtool takes one for a fall-through).
-fn align_down(x: u64, a: u64) -> u64 {
-    x & !a.wrapping_sub(1)
-}
-
-/// `x` rounded up to `a`, a power of two; saturates at the top.
-fn align_up(x: u64, a: u64) -> u64 {
-    align_down(x.saturating_add(a.wrapping_sub(1)), a)
-}
 
 /// An `ibv_reg_mr` request.
 pub(crate) struct Request {
@@ -144,6 +117,19 @@ pub(crate) fn register(req: &Request, dev: DmaDevice) -> Result<Arc<Reg>> {
             Event::RegOk.count();
             reg.unlock_mapping();
             post_checks(&reg);
+            if sys::take_fail_mkey() {
+                // The HW driver failed to create the MR after ib_umem_get
+                // returned it MAPPED: it releases the umem, which unwinds
+                // as a deregistration (dma_unmap, put_pages, release).
+                pr_info!(
+                    "injected mkey creation failure: '{}' [{:#x}, +{:#x}) released\n",
+                    format_args!("{}", client.name()),
+                    va,
+                    len
+                );
+                deregister(reg);
+                return Err(ENOMEM);
+            }
             Ok(reg)
         }
         Err(e) => {
@@ -173,8 +159,17 @@ fn map(reg: &Arc<Reg>, req: &Request) -> Result {
         reg.owner,
         reg.va,
     );
+    // Older cores ask the page size first and give dma_map an nmap int of
+    // their own; current ones ask after dma_map, whose nmap is
+    // `&sg_head->nents` itself.
+    let legacy = sys::param_legacy_map();
+    let early_ps = if legacy {
+        Some(c.ops.get_page_size(reg.ctx))
+    } else {
+        None
+    };
     let t0 = sys::ktime_ns();
-    let (rc, nmap) = c.ops.dma_map(&reg.sgt, reg.ctx, reg.dev);
+    let (rc, nmap) = c.ops.dma_map(&reg.sgt, reg.ctx, reg.dev, !legacy);
     reg.with(|i| i.times.dma_map_ns = sys::ns_since(t0));
     if rc != 0 {
         if !reg.sgt.is_empty() {
@@ -190,7 +185,7 @@ fn map(reg: &Arc<Reg>, req: &Request) -> Result {
         return Err(callback_error(c, "dma_map", rc));
     }
     reg.with(|i| i.mapped = true);
-    let ps = c.ops.get_page_size(reg.ctx);
+    let ps = early_ps.unwrap_or_else(|| c.ops.get_page_size(reg.ctx));
     if !ps.is_power_of_two() || !(PAGE_SIZE..=MAX_PAGE_SIZE).contains(&ps) {
         violation::report(
             Kind::BadPageSize,
@@ -208,156 +203,6 @@ fn map(reg: &Arc<Reg>, req: &Request) -> Result {
     );
     reg.with(|i| i.state = State::Mapped);
     Ok(())
-}
-
-/// Checks the SG list the client built (nmap, exact coverage of the
-/// page-size-aligned range, entries longer than the trims), then trims the
-/// first and last entries to the PAGE_SIZE-aligned range as the real core
-/// does, and records the HCA's view.
-fn check_and_trim(reg: &Reg, nmap: i32, ps: u64) -> Result {
-    let name = reg.client.name();
-    let (nents, orig) = reg.sgt.counts();
-    let n = u32::try_from(nmap).unwrap_or(0);
-    if n == 0 || n > orig || n != nents {
-        violation::report(
-            Kind::NmapMismatch,
-            format_args!(
-                "'{}' dma_map set nmap={} for a table with nents={} orig_nents={}",
-                name, nmap, nents, orig
-            ),
-        );
-        return Err(EINVAL);
-    }
-    let mut ents = match reg.sgt.read(n) {
-        Ok(e) => e,
-        // The core's own copy failed: not the client's fault.
-        Err(e) if e == ENOMEM => return Err(ENOMEM),
-        Err(_) => {
-            violation::report(
-                Kind::NmapMismatch,
-                format_args!("'{}' SG list has fewer than nmap={} entries", name, n),
-            );
-            return Err(EINVAL);
-        }
-    };
-    let start = align_down(reg.va, ps);
-    let end = align_up(reg.va + reg.len, ps);
-    let total: u64 = ents.iter().map(|e| u64::from(e.dma_length)).sum();
-    if total != end - start || ents.iter().any(|e| e.dma_length == 0) {
-        violation::report(
-            Kind::SgCoverage,
-            format_args!(
-                "'{}' SG list covers {:#x} bytes in {} entries; the {:#x}-aligned range [{:#x}, {:#x}) is {:#x}",
-                name, total, n, ps, start, end, end - start
-            ),
-        );
-        return Err(EINVAL);
-    }
-    if sys::param_page_shift() {
-        return page_shift(reg, &ents, n, ps);
-    }
-    let first_trim = align_down(reg.va, PAGE_SIZE) - start;
-    let last_trim = end - align_up(reg.va + reg.len, PAGE_SIZE);
-    let (Some(&first), Some(&last)) = (ents.first(), ents.last()) else {
-        return Err(EINVAL);
-    };
-    let too_short = if n == 1 {
-        u64::from(first.dma_length) <= first_trim + last_trim
-    } else {
-        u64::from(first.dma_length) <= first_trim || u64::from(last.dma_length) <= last_trim
-    };
-    if too_short {
-        violation::report(
-            Kind::SgTrim,
-            format_args!(
-                "'{}' first/last SG entry not longer than the trim ({:#x}/{:#x})",
-                name, first_trim, last_trim
-            ),
-        );
-        return Err(EINVAL);
-    }
-    // The trims are below `ps` <= 1 GiB, and each trimmed length was checked
-    // to be longer than its trim.
-    let (ft, lt) = (first_trim as u32, last_trim as u32);
-    let last_idx = n - 1;
-    if let Some(e) = ents.first_mut() {
-        e.dma_address += first_trim;
-        e.offset = e.offset.wrapping_add(ft);
-        e.length = e.length.saturating_sub(ft);
-        e.dma_length -= ft;
-    }
-    if let Some(e) = ents.last_mut() {
-        e.length = e.length.saturating_sub(lt);
-        e.dma_length -= lt;
-    }
-    let hca = hca_list(&ents, n)?;
-    if let Some(e) = ents.first() {
-        reg.sgt.set(0, e)?;
-    }
-    if let Some(e) = ents.last() {
-        reg.sgt.set(last_idx, e)?;
-    }
-    reg.with(|i| {
-        i.nmap = n;
-        i.page_size = ps;
-        i.trim = Some(Trim {
-            last_idx,
-            first,
-            last,
-        });
-        i.hca_start = align_down(reg.va, PAGE_SIZE);
-        i.hca = hca;
-    });
-    Ok(())
-}
-
-/// The older cores' regime: the umem page shift is the client's page size,
-/// nothing is trimmed, and every entry must start and end on that page size
-/// (the HCA maps the whole pages, from the aligned start).
-fn page_shift(reg: &Reg, ents: &[SgEnt], n: u32, ps: u64) -> Result {
-    // `ps` is a power of two (checked before: bad_page_size); a mask has no
-    // division (whose panic path 6.12's objtool takes for a fall-through).
-    let mask = ps.wrapping_sub(1);
-    if let Some((i, e)) = ents
-        .iter()
-        .enumerate()
-        .find(|(_, e)| e.dma_address & mask != 0 || u64::from(e.dma_length) & mask != 0)
-    {
-        violation::report(
-            Kind::SgUnaligned,
-            format_args!(
-                "'{}' SG entry {} [{:#x}, +{:#x}) is not aligned to the page size {:#x} (page-shift regime)",
-                reg.client.name(),
-                i,
-                e.dma_address,
-                e.dma_length,
-                ps
-            ),
-        );
-        return Err(EINVAL);
-    }
-    let hca = hca_list(ents, n)?;
-    reg.with(|i| {
-        i.nmap = n;
-        i.page_size = ps;
-        i.trim = None;
-        i.hca_start = align_down(reg.va, ps);
-        i.hca = hca;
-    });
-    Ok(())
-}
-
-/// Puts the first/last entries back as the client wrote them.
-fn restore_trim(reg: &Reg) {
-    let Some(t) = reg.with(|i| i.trim.take()) else {
-        return;
-    };
-    // A client that freed or rebuilt its table meanwhile gets nothing back.
-    if reg.sgt.is_empty() || reg.sgt.counts().1 <= t.last_idx {
-        return;
-    }
-    let _ = reg.sgt.set(t.last_idx, &t.last);
-    let _ = reg.sgt.set(0, &t.first);
 }
 
 /// dma_unmap and put_pages as far as they are due.
@@ -390,7 +235,7 @@ fn teardown(reg: &Reg) -> DeregTimes {
 /// The end of a registration: id freed, release, the client's use dropped.
 /// Returns the time the client's release took (ns).
 fn finish(reg: &Reg) -> u64 {
-    let id = reg.with(|i| core::mem::replace(&mut i.id, 0));
+    let id = reg.with(|i| core::mem::replace(&mut i.id, client::NO_ID));
     reg.client.free_id(id);
     let t0 = sys::ktime_ns();
     reg.client.ops.release(reg.ctx);
@@ -421,7 +266,11 @@ pub(crate) fn deregister(reg: Arc<Reg>) -> DeregTimes {
         reg.owner,
         reg.va,
     );
-    reg.with(|i| i.state = State::Deregistered);
+    let fenced = reg.with(|i| {
+        let fenced = matches!(i.state, State::Invalidated | State::Unmapped);
+        i.state = State::Deregistered;
+        fenced
+    });
     let mut t = if reg.client.unmaps() {
         reg.unlock_mapping();
         teardown(&reg)
@@ -431,8 +280,15 @@ pub(crate) fn deregister(reg: Arc<Reg>) -> DeregTimes {
         t
     };
     let c = &reg.client;
-    c.stat_add(PCSIM_ATTR_NUM_DEALLOC_MRS, 1);
-    c.stat_add(PCSIM_ATTR_NUM_DEREG_PAGES, u64::from(reg.with(|i| i.nmap)));
+    // An invalidated MR was counted deallocated at its invalidation.
+    if !fenced {
+        c.stat_add(PCSIM_ATTR_NUM_DEALLOC_MRS, 1);
+    }
+    // Current cores never count num_dereg_pages; the older ones' stand-in
+    // (`legacy_map`) does, in SG entries as num_reg_pages.
+    if sys::param_legacy_map() {
+        c.stat_add(PCSIM_ATTR_NUM_DEREG_PAGES, u64::from(reg.with(|i| i.nmap)));
+    }
     c.stat_add(PCSIM_ATTR_NUM_DEREG_BYTES, reg.len);
     t.release_ns = finish(&reg);
     Event::Dereg.count();
@@ -442,7 +298,9 @@ pub(crate) fn deregister(reg: Arc<Reg>) -> DeregTimes {
 
 /// The core's invalidate callback: fence the registration (no DMA after
 /// return); without `PEER_MEM_INVALIDATE_UNMAPS` also dma_unmap and
-/// put_pages, re-entering the client.
+/// put_pages, re-entering the client (state UNMAPPED).  Every call counts
+/// in `num_free_callbacks` (a stale or unknown id too, as the real core);
+/// the invalidated MR counts in `num_dealloc_mrs`.
 pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
     let Some(c) = TABLES.lock().client(handle) else {
         violation::report(
@@ -454,6 +312,7 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
         );
         return Err(EINVAL);
     };
+    c.stat_add(PCSIM_ATTR_NUM_FREE_CALLBACKS, 1);
     let Some(reg) = c.lookup_id(core_context) else {
         // The real core answers 0 either way.  An id it gave earlier and
         // released since is the client's documented race with
@@ -477,10 +336,10 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
     }
     match reg.with(|i| i.state) {
         State::Mapped => {
-            reg.with(|i| i.state = State::Invalidated);
             Event::Invalidated.count();
-            c.stat_add(PCSIM_ATTR_NUM_FREE_CALLBACKS, 1);
+            c.stat_add(PCSIM_ATTR_NUM_DEALLOC_MRS, 1);
             if c.unmaps() {
+                reg.with(|i| i.state = State::Invalidated);
                 // MAPPED -> INVALIDATED: the trims are undone and the core
                 // clears its copy of the table without calling dma_unmap;
                 // deregistration later calls neither dma_unmap nor
@@ -493,10 +352,11 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
                     i.pinned = false;
                 });
             } else {
+                reg.with(|i| i.state = State::Unmapped);
                 teardown(&reg);
             }
         }
-        State::Invalidated => Event::InvalidateRepeat.count(),
+        State::Invalidated | State::Unmapped => Event::InvalidateRepeat.count(),
         _ => Event::InvalidateLate.count(),
     }
     reg.unlock_mapping();
@@ -585,7 +445,7 @@ fn post_checks(reg: &Reg) {
 pub(crate) fn dma_check(reg: &Reg) -> Result {
     match reg.with(|i| i.state) {
         State::Mapped => {}
-        State::Invalidated => return Err(sys::err(errno::ESTALE)),
+        State::Invalidated | State::Unmapped => return Err(sys::err(errno::ESTALE)),
         _ => return Err(ENOENT),
     }
     let Some(nv) = NvSim::get() else {
@@ -595,7 +455,7 @@ pub(crate) fn dma_check(reg: &Reg) -> Result {
         return Ok(());
     }
     match reg.with(|i| i.state) {
-        State::Invalidated => Err(sys::err(errno::ESTALE)),
+        State::Invalidated | State::Unmapped => Err(sys::err(errno::ESTALE)),
         _ => Err(EFAULT),
     }
 }

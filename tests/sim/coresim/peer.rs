@@ -150,15 +150,27 @@ impl ClientOps {
         }
     }
 
-    /// `dma_map(sgt, ctx, dev, 0, &nmap)`: (return value, nmap).
-    pub(crate) fn dma_map(&self, sgt: &SgTable, ctx: usize, dev: DmaDevice) -> (i32, i32) {
+    /// `dma_map(sgt, ctx, dev, 0, nmap)`: (return value, nmap).  With
+    /// `alias` (current cores) `nmap` is `&sgt->nents` itself, so the
+    /// client's writes to either are one value; otherwise (older cores) an
+    /// int of the core's own, starting at 0.
+    pub(crate) fn dma_map(
+        &self,
+        sgt: &SgTable,
+        ctx: usize,
+        dev: DmaDevice,
+        alias: bool,
+    ) -> (i32, i32) {
         let Some(f) = self.c.dma_map else {
             return (MISSING, 0);
         };
-        let mut nmap = 0;
-        // SAFETY: the client's contract; `sgt` is the core's table.
-        let r = unsafe { f(sgt.as_ptr(), ctx as *mut c_void, dev.as_ptr(), 0, &mut nmap) };
-        (r, nmap)
+        let mut own = 0;
+        let nmap = if alias { sgt.nents_ptr() } else { &mut own };
+        // SAFETY: the client's contract; `sgt` is the core's table; `nmap`
+        // is `own` or the table's `nents`, both valid for the call.
+        let r = unsafe { f(sgt.as_ptr(), ctx as *mut c_void, dev.as_ptr(), 0, nmap) };
+        // SAFETY: as above, after the call (the table is the core's).
+        (r, unsafe { nmap.read() })
     }
 
     /// `dma_unmap(sgt, ctx, dev)`.

@@ -4,7 +4,7 @@
 //! clients.  It exports `ib_register_peer_memory_client` /
 //! `ib_unregister_peer_memory_client` with the real ABI (including the
 //! `_ex` extension and `PEER_MEM_INVALIDATE_UNMAPS`), drives clients as the
-//! real core does (shared/facts/peer-memory-core.md), and checks what they
+//! real core does (docs/facts/peer-memory-core.md), and checks what they
 //! return: every violation is counted, logged and WARNed.
 
 use kernel::prelude::*;
@@ -20,6 +20,7 @@ mod hooks;
 mod mr;
 mod peer;
 mod reg;
+mod sgcheck;
 #[path = "../common/slots.rs"]
 mod slots;
 mod sys;

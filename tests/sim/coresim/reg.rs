@@ -27,8 +27,12 @@ pub(crate) enum State {
     Registering,
     /// The HCA may DMA.
     Mapped,
-    /// Fenced by the client's invalidate: no DMA.
+    /// Fenced by the client's invalidate (`PEER_MEM_INVALIDATE_UNMAPS`): no
+    /// DMA; deregistration calls only release.
     Invalidated,
+    /// Fenced by the client's invalidate without the flag: dma_unmap and
+    /// put_pages ran inside it; deregistration calls only release.
+    Unmapped,
     /// Registration failed and was unwound.
     Failed,
     /// Deregistered.
@@ -42,6 +46,7 @@ impl State {
             State::Registering => "registering",
             State::Mapped => "mapped",
             State::Invalidated => "invalidated",
+            State::Unmapped => "unmapped",
             State::Failed => "failed",
             State::Deregistered => "deregistered",
         }
@@ -67,7 +72,8 @@ pub(crate) struct RegInner {
     /// Invalidations waiting for the mapping lock.
     pub(crate) waiters: u32,
     pub(crate) state: State,
-    /// The core_context id (0: not an invalidation client).
+    /// The core_context id (`client::NO_ID`, U32_MAX: not an invalidation
+    /// client, or released; 0 is a valid id).
     pub(crate) id: u32,
     /// get_pages succeeded and put_pages was not called yet.
     pub(crate) pinned: bool,
@@ -153,7 +159,7 @@ impl Reg {
             busy: true,
             waiters: 0,
             state: State::Registering,
-            id: 0,
+            id: crate::client::NO_ID,
             pinned: false,
             mapped: false,
             nmap: 0,

@@ -100,6 +100,28 @@ pub(crate) fn param_page_shift() -> bool {
     unsafe { b::pcsim_glue_param_page_shift() }
 }
 
+/// `legacy_map`: get_page_size is asked before dma_map, and dma_map's nmap
+/// is an int of the core's own (older cores), instead of after dma_map with
+/// nmap aliasing `sg_head->nents`.
+pub(crate) fn param_legacy_map() -> bool {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_legacy_map() }
+}
+
+/// `refuse_duplicate_names` (or `memory_peers`): a second client of the
+/// same name is refused.
+pub(crate) fn param_refuse_dups() -> bool {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_refuse_dups() }
+}
+
+/// `fail_mkey`: whether the HW driver's MR creation is to fail for this
+/// registration (takes one of the injected failures).
+pub(crate) fn take_fail_mkey() -> bool {
+    // SAFETY: updates a module parameter atomically; no preconditions.
+    unsafe { b::pcsim_glue_take_fail_mkey() }
+}
+
 /// `memory_peers`: whether the core has the memory_peers sysfs directory.
 pub(crate) fn param_memory_peers() -> bool {
     // SAFETY: reads a module parameter.
@@ -382,6 +404,12 @@ impl SgTable {
     pub(crate) fn is_empty(&self) -> bool {
         // SAFETY: a valid table (invariant).
         unsafe { b::pcsim_glue_sgt_empty(self.t.as_ptr()) }
+    }
+
+    /// `&sgt->nents` as the `int *` current cores pass as dma_map's nmap.
+    pub(crate) fn nents_ptr(&self) -> *mut i32 {
+        // SAFETY: a valid table (invariant); only an address is computed.
+        unsafe { b::pcsim_glue_sgt_nents(self.t.as_ptr()) }
     }
 
     /// (nents, orig_nents).

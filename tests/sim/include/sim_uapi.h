@@ -199,6 +199,7 @@ struct pcsim_dereg {
 /* The current SG list of a registration and its state. */
 #define PCSIM_STATE_MAPPED	1
 #define PCSIM_STATE_INVALIDATED	2	/* fenced by the client's invalidate */
+#define PCSIM_STATE_UNMAPPED	3	/* fenced, dma_unmap + put_pages run inside invalidate */
 struct pcsim_query {
 	__u32 handle;
 	__u32 state;		/* out: PCSIM_STATE_* */

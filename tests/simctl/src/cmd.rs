@@ -458,6 +458,7 @@ fn core(
             let state = match q.state {
                 STATE_MAPPED => "mapped",
                 STATE_INVALIDATED => "invalidated",
+                STATE_UNMAPPED => "unmapped",
                 _ => "other",
             };
             out(format!(

@@ -215,6 +215,7 @@ pub struct PcsimDereg {
 
 pub const STATE_MAPPED: u32 = 1;
 pub const STATE_INVALIDATED: u32 = 2;
+pub const STATE_UNMAPPED: u32 = 3;
 
 #[repr(C)]
 #[derive(Default, Clone, Copy, Debug)]

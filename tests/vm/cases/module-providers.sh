@@ -1,7 +1,11 @@
 #!/bin/bash
 # module-providers: peermem_rs finds its providers by name at load time and
 # explains every missing or conflicting one in one log line: no NVIDIA
-# driver, a taken client name, bad parameters; the mode it picks (auto:
+# driver, a taken client name -- refused by a core with memory_peers (or
+# refuse_duplicate_names), or, on a core that accepts a second client of a
+# name (DOCA-OFED 25.10), a competitor's module (nvidia_peermem,
+# nv_peer_mem, another peermem-rs) found by peermem_rs itself, in either
+# load order where it can --, bad parameters; the mode it picks (auto:
 # persistent when the driver has the persistent API, else invalidate); the
 # client name seen in /sys/kernel/mm/memory_peers; references held on the
 # providers while loaded.
@@ -28,10 +32,11 @@ long=$(printf 'n%.0s' $(seq 70))
 fails_with "a 70-character client name: EINVAL" 'Invalid' insmod "$KO" peer_client_name=$long
 check "... and the log says why" grep -q 'peer_client_name must be 1 to 63 printable characters' <(log_since params)
 
-# A client of the same name is already registered (nvidia-peermem, say).
+# A client of the same name is already registered (nvidia-peermem, say):
+# this core (memory_peers=1) refuses the name.
 check "another client registers as nv_mem" sim_client good name=nv_mem
 log_mark dup
-fails_with "duplicate client name: EBUSY" 'busy' insmod "$KO"
+fails_with "duplicate client name refused by the core: EBUSY" 'busy' insmod "$KO"
 check "... the log points at nvidia-peermem / nv_peer_mem" \
   grep -qE "refused the client name 'nv_mem': it is probably taken by nvidia-peermem or nv_peer_mem" <(log_since dup)
 rmmod simclient_good
@@ -53,6 +58,66 @@ check "insmod mode=invalidate peer_client_name=gdr_test" insmod "$KO" mode=inval
 check "mode invalidate, client gdr_test" grep -qE "loaded: client 'gdr_test', mode invalidate$" <(log_since inv | sed 's/ (kernel .*//')
 check "memory_peers/gdr_test exists" test -d /sys/kernel/mm/memory_peers/gdr_test
 check "rmmod" rmmod peermem_rs
+check "unload the simulators" sim_unload
+
+# A core that accepts a second client of a name and asks the clients in
+# registration order (DOCA-OFED 25.10, no memory_peers).
+CORE_PARAMS="memory_peers=0 refuse_duplicate_names=0"
+check "a core that accepts duplicate client names" sim_load || finish
+unset CORE_PARAMS
+# An nv_mem client whose module is no known competitor goes unseen: the
+# core takes both and asks the first loaded (the residual, README).
+check "nv_mem of an unknown module (simclient_good), then peermem_rs: both registered" \
+  bash -c "insmod $MODS/simclient_good.ko name=nv_mem && insmod $KO"
+check "... GPU memory goes to the first registered: peermem_rs is never asked" \
+  sim_run 'A=gpu alloc 1M; H=core reg $A 1M; core dereg $H'
+check "... (peermem_rs registrations: 0)" test "$(pm_stat registrations)" = 0
+check "rmmod both" bash -c "rmmod peermem_rs && rmmod simclient_good"
+# A competitor's module loaded first: peermem_rs refuses, as a core with
+# memory_peers would.
+check "nv_peer_mem (a competitor, client nv_mem) loads" insmod "$MODS/nv_peer_mem.ko" unmaps=0
+log_mark comp
+fails_with "peermem_rs after nv_peer_mem: EBUSY (the core would accept it)" 'busy' insmod "$KO"
+check "... the log names the competitor's module" \
+  grep -q "peermem_rs: the client name 'nv_mem' is taken by the loaded module nv_peer_mem" <(log_since comp)
+check "... another peer_client_name loads beside it (as a core with memory_peers allows)" \
+  insmod "$KO" peer_client_name=gdr_test
+check "rmmod both" bash -c "rmmod peermem_rs && rmmod nv_peer_mem"
+# The competitor loaded after us: the core accepts it, and asks it only
+# for what we decline (registration order).
+check "peermem_rs, then nv_peer_mem: the core accepts the second nv_mem" \
+  bash -c "insmod $KO && insmod $MODS/nv_peer_mem.ko unmaps=0"
+check "... GPU memory is still served by peermem_rs (registered first)" \
+  sim_run 'A=gpu alloc 1M; H=core reg $A 1M; core dma-check $H; core dereg $H'
+check "... (peermem_rs registrations: 1)" test "$(pm_stat registrations)" = 1
+check "rmmod both" bash -c "rmmod nv_peer_mem && rmmod peermem_rs"
+# A second copy of ours (the build named nvidia_peermem), in either order.
+if [ -f "$MODS/nvidia_peermem.ko" ]; then
+  check "nvidia_peermem.ko (peermem-rs under its other name)" insmod "$MODS/nvidia_peermem.ko"
+  log_mark copy1
+  fails_with "peermem_rs beside it: EBUSY" 'busy' insmod "$KO"
+  check "... the log names nvidia_peermem" \
+    grep -q "peermem_rs: the client name 'nv_mem' is taken by the loaded module nvidia_peermem" <(log_since copy1)
+  check "rmmod nvidia_peermem" rmmod nvidia_peermem
+  check "peermem_rs first" insmod "$KO"
+  log_mark copy2
+  fails_with "nvidia_peermem.ko after it: EBUSY" 'busy' insmod "$MODS/nvidia_peermem.ko"
+  check "... the log names peermem_rs" \
+    grep -q "nvidia_peermem: the client name 'nv_mem' is taken by the loaded module peermem_rs" <(log_since copy2)
+  check "rmmod peermem_rs" rmmod peermem_rs
+else
+  bad "no $MODS/nvidia_peermem.ko"
+fi
+# The knob: this core refusing duplicate names as memory_peers cores do.
+param peer_core_sim refuse_duplicate_names 1
+check "refuse_duplicate_names=1: an nv_mem client of an unknown module" sim_client good name=nv_mem
+log_mark knob
+fails_with "peermem_rs: the core refuses the name (EBUSY)" 'busy' insmod "$KO"
+check "... the log says the core refused it" \
+  grep -qE "refused the client name 'nv_mem': it is probably taken by nvidia-peermem or nv_peer_mem" <(log_since knob)
+rmmod simclient_good
+param peer_core_sim refuse_duplicate_names 0
+check "zero contract violations" sim_check
 check "unload the simulators" sim_unload
 
 # No persistent API (a driver older than 535).

@@ -45,7 +45,7 @@ P=/sys/kernel/mm/memory_peers/simclient_good
 check "memory_peers/simclient_good has the core's files" \
   test -f $P/version -a -f $P/num_alloc_mrs -a -f $P/num_dealloc_mrs -a -f $P/num_reg_pages -a -f $P/num_dereg_pages -a -f $P/num_reg_bytes -a -f $P/num_dereg_bytes -a -f $P/num_free_callbacks
 check "version reads 1.0" grep -qx 1.0 $P/version
-fails_with "a second client named simclient_good is refused (NULL)" "Invalid (argument|parameters)" \
+fails_with "a second client named simclient_good is refused (NULL): memory_peers/ collides" "Invalid (argument|parameters)" \
   insmod "$MODS/simclient_bad.ko" name=simclient_good
 check "... and the core says why" grep -q "a client named 'simclient_good' is already registered" <(dmesg | tail -20)
 
@@ -55,6 +55,14 @@ if command -v setpriv > /dev/null && command -v prlimit > /dev/null; then
   check "past RLIMIT_MEMLOCK without CAP_IPC_LOCK: ENOMEM; within it: fine" \
     prlimit --memlock=1048576 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
       "$SIMCTL" run 'A=gpu alloc 2M; !ENOMEM core reg $A 2M; H=core reg $A 512K; core dereg $H; H=core reg $A 512K; core dereg $H'
+  check "RLIMIT_MEMLOCK 0 without CAP_IPC_LOCK: EPERM (can_do_mlock)" \
+    prlimit --memlock=0 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
+      "$SIMCTL" run 'A=gpu alloc 1M; !EPERM core reg $A 64K'
+  check "the charge stays after an invalidation, until deregistration" \
+    prlimit --memlock=1048576 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
+      "$SIMCTL" run 'A=gpu alloc 1M; B=gpu alloc 1M; H=core reg $A 768K; gpu free $A; !ESTALE core dma-check $H; !ENOMEM core reg $B 512K; core dereg $H; H=core reg $B 512K; core dereg $H'
+  check "with CAP_IPC_LOCK (root) the limit does not apply" \
+    prlimit --memlock=0 "$SIMCTL" run 'A=gpu alloc 1M; H=core reg $A 1M; core dereg $H'
 else
   echo "info - no setpriv/prlimit: RLIMIT_MEMLOCK not checked"
 fi
@@ -98,6 +106,18 @@ check "cudaFree while registered: free callback -> invalidate -> fenced" \
   sim_run 'A=gpu alloc 4M fragmented:2; H=core reg $A 4M; core dma-check $H; gpu free $A; !ESTALE core dma-check $H; core query $H; gpu get free_callbacks; core get invalidations; core dereg $H; gpu get pins'
 has "^query handle=1 state=invalidated" && has "^0$" || bad "state after cudaFree"
 check "num_free_callbacks counts the invalidation" test "$(cat $P/num_free_callbacks)" -ge 1
+# The counters as the real core keeps them: num_free_callbacks and
+# num_dealloc_mrs move at the invalidation, not again at deregistration;
+# num_dereg_pages only on older cores (legacy_map).
+check "counters around an invalidation and its deregistration" \
+  sim_run 'A=gpu alloc 1M; H=core reg $A 1M; core stats; gpu free $A; core stats; core dereg $H; core stats'
+cnt() { grep "^client name=simclient_good " <<< "$SIM_OUT" | sed -n "$1p" | grep -oE " $2=[0-9]+" | cut -d= -f2; }
+check "... num_free_callbacks +1 at the invalidation" test "$(cnt 2 num_free_callbacks)" = $(( $(cnt 1 num_free_callbacks) + 1 ))
+check "... num_dealloc_mrs +1 at the invalidation, not at dereg" \
+  test "$(cnt 2 num_dealloc_mrs),$(cnt 3 num_dealloc_mrs)" = "$(( $(cnt 1 num_dealloc_mrs) + 1 )),$(( $(cnt 1 num_dealloc_mrs) + 1 ))"
+if [ "$(param peer_core_sim legacy_map)" = 0 ]; then
+  check "... num_dereg_pages stays 0 (current cores)" test "$(cnt 3 num_dereg_pages)" = 0
+fi
 
 # Several registrations of one allocation; closing the GPU context frees it.
 check "closing the GPU context invalidates every registration of it" \
@@ -123,6 +143,11 @@ check "get_pages fault: the client does not claim the range" \
 check "dma_map fault: registration fails with the injected errno" \
   sim_run 'A=gpu alloc 1M; gpu fault dma_map 1 EIO; !EIO core reg $A 1M; gpu get pins; H=core reg $A 1M; core dereg $H'
 has "^0$" || bad "pin left after a failed registration"
+param peer_core_sim fail_mkey 1
+check "the HW driver fails the MR (mkey) after MAPPED: ENOMEM, unwound (dma_unmap, put_pages, release)" \
+  sim_run 'A=gpu alloc 1M; !ENOMEM core reg $A 1M; gpu get pins; gpu get mappings; H=core reg $A 1M; core dereg $H'
+check "... nothing left pinned or mapped; the injection is spent" \
+  test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,),$(param peer_core_sim fail_mkey)" = 0,0,0
 t0=$(date +%s%N)
 check "pin delay 2ms per 64K page" sim_run 'A=gpu alloc 4M; gpu delay 2000; H=core reg $A 4M; gpu delay 0; core dereg $H'
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -138,7 +163,8 @@ param peer_core_sim hca_nonpci 0
 check "legacy client (unmaps=0) loads beside" sim_client bad name=sim_legacy unmaps=0
 rmmod simclient_good
 check "legacy client: cudaFree while registered, dma_unmap/put_pages from inside invalidate" \
-  sim_run 'A=gpu alloc 2M; H=core reg $A 2M; gpu free $A; !ESTALE core dma-check $H; core dereg $H; gpu get pins'
+  sim_run 'A=gpu alloc 2M; H=core reg $A 2M; gpu free $A; !ESTALE core dma-check $H; core query $H; core dereg $H; gpu get pins'
+has "^query handle=1 state=unmapped" || bad "legacy client: state after cudaFree $(grep ^query <<< "$SIM_OUT")"
 check "the legacy client's version has no _ex marker" grep -qx 1.0 /sys/kernel/mm/memory_peers/sim_legacy/version
 rmmod simclient_bad
 

@@ -28,7 +28,7 @@ check "persistent registration, cudaFree, VA reused, both MRs live" sim_run '
   core dereg $H2
   gpu get persistent_pins
   gpu get allocations'
-has "^reg handle=1 client=sim_persist core_context=0 " && ok "no core_context: not an invalidation client" || bad "core_context"
+has "^reg handle=1 client=sim_persist core_context=4294967295 " && ok "core_context U32_MAX (PEER_NO_INVALIDATION_ID): not an invalidation client" || bad "core_context: $(grep "^reg " <<< "$SIM_OUT")"
 has "^alloc va=0x[0-9a-f]+ len=0x200000 owner=[0-9]+ layout=contiguous runs=[0-9]+ pins=0 persistent_pins=1 mappings=1 freed=1$" &&
   ok "the freed allocation stays, held by the persistent pin" || bad "freed allocation not kept"
 a1=$(sed -nE 's/^sg handle=1 idx=0 addr=(0x[0-9a-f]+) .*/\1/p' <<< "$SIM_OUT")
