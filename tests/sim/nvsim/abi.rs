@@ -130,6 +130,22 @@ pub(crate) unsafe fn driver_reads_table(table: usize) -> (u32, u32) {
     }
 }
 
+/// The real driver's first read of a DMA mapping in
+/// `nvidia_p2p_dma_unmap_pages` (its entry count), done also on a mapping
+/// freed after its free callback: a KASAN report on a KASAN kernel.
+///
+/// # Safety
+///
+/// `mapping` is the address of a mapping header this simulator handed
+/// out, live or held in the object cache (its memory stays allocated).
+#[inline(never)]
+pub(crate) unsafe fn driver_reads_mapping(mapping: usize) -> u32 {
+    let m = mapping as *const nvidia_p2p_dma_mapping;
+    // SAFETY: the caller's contract: `m` points to memory that stays
+    // allocated.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*m).entries)) }
+}
+
 /// A DMA mapping handed to a client.
 ///
 /// # Invariants

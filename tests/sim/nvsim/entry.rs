@@ -303,11 +303,11 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
 }
 
 /// A cudaFree freed the page table during dma_map_pages' prologue: the
-/// real driver goes on reading it (`prologue_reads`, default on).
+/// real driver goes on reading it (`driver_reads`, default on).
 fn prologue_raced(table: usize) {
     // With reuse_freed=0 the header was freed for real (KFENCE may have
     // unmapped it): the read would oops the test machine, not report.
-    if !sys::param::prologue_reads() || !sys::param::reuse_freed() {
+    if !sys::param::driver_reads() || !sys::param::reuse_freed() {
         pr_info!("nvidia_p2p_dma_map_pages: the page table was freed during the call (prologue)\n");
         return;
     }
@@ -349,6 +349,16 @@ unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
         }
         // No API lock, so also from inside a free callback it works, as in
         // the real driver (nv-p2p.c takes only the mapping list's lock).
+        // Like the driver, read the mapping first: one freed after its
+        // callback is a use after free (the client's, reported below).
+        let freed = API.state().mapping_freed_by_callback(dma_mapping as usize);
+        if freed && sys::param::driver_reads() && sys::param::reuse_freed() {
+            // SAFETY: the simulator handed this mapping out and the driver
+            // freed it after its callback: its header is held in the object
+            // cache (reuse_freed), or never freed (an epilogue's orphan),
+            // so its memory is still allocated.
+            let _ = unsafe { crate::abi::driver_reads_mapping(dma_mapping as usize) };
+        }
         let pages = API.state().mapping_pages(dma_mapping as usize);
         let u = API
             .state()

@@ -79,9 +79,9 @@ static unsigned int callback_timeout_ms = 5000;
 module_param(callback_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(callback_timeout_ms, "a call that waits this long for the API lock held across a free callback is reported as a deadlock (-EDEADLK)");
 
-static bool prologue_reads = true;
-module_param(prologue_reads, bool, 0644);
-MODULE_PARM_DESC(prologue_reads, "1 (default): after a cudaFree during dma_map_pages' prologue the driver reads the freed page table, as the real one does (a KASAN report on a KASAN kernel; the real driver can oops there); 0: the call fails without reading it");
+static bool driver_reads = true;
+module_param(driver_reads, bool, 0644);
+MODULE_PARM_DESC(driver_reads, "1 (default): the driver reads what it is given, as the real one does: after a cudaFree during dma_map_pages' prologue the freed page table, in dma_unmap_pages a mapping freed after its callback (a KASAN report on a KASAN kernel; the real driver can oops there); 0: those calls fail without reading");
 static bool persistent_supported = true;
 module_param(persistent_supported, bool, 0644);
 MODULE_PARM_DESC(persistent_supported, "0: nvidia_p2p_get_pages_persistent fails with -ENOTSUPP, as on MIG, vGPU or confidential computing");
@@ -117,7 +117,7 @@ bool nvsim_glue_lat_spin(void) { return READ_ONCE(lat_spin); }
 
 u32 nvsim_glue_pt_version(void) { return READ_ONCE(pt_version); }
 bool nvsim_glue_persistent_supported(void) { return READ_ONCE(persistent_supported); }
-bool nvsim_glue_prologue_reads(void) { return READ_ONCE(prologue_reads); }
+bool nvsim_glue_driver_reads(void) { return READ_ONCE(driver_reads); }
 bool nvsim_glue_reuse_freed(void) { return READ_ONCE(reuse_freed); }
 u32 nvsim_glue_map_window_ms(void) { return READ_ONCE(map_window_ms); }
 bool nvsim_glue_is_client_pid(u32 tgid)
@@ -252,9 +252,15 @@ void nvsim_glue_obj_free(u32 kind, void *p, size_t size)
 			c->cap = cap;
 		}
 	}
-	/* Objects of one class have one size; a class whose objects changed
-	 * size (pt_version) is not reused until it is empty again. */
-	if (c->n < c->cap && (!c->n || c->size == size)) {
+	/* Objects of one class have one size: when page tables change size
+	 * (pt_version), the cached ones of the old size go back to the slab. */
+	while (c->n && c->size != size) {
+		void *old = c->obj[--c->n];
+
+		nvsim_obj_shadow(old, c->size, false);
+		kfree(old);
+	}
+	if (c->n < c->cap) {
 		c->size = size;
 		c->obj[c->n++] = p;
 		nvsim_obj_shadow(p, size, true);

@@ -17,7 +17,7 @@ struct pci_dev;
 /* --- module parameters --------------------------------------------------- */
 u32 nvsim_glue_pt_version(void);
 bool nvsim_glue_persistent_supported(void);
-bool nvsim_glue_prologue_reads(void);
+bool nvsim_glue_driver_reads(void);
 bool nvsim_glue_reuse_freed(void);
 u32 nvsim_glue_map_window_ms(void);
 bool nvsim_glue_is_client_pid(u32 tgid);

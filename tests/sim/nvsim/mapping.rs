@@ -168,6 +168,18 @@ impl StateGuard<'_> {
         Ok(ptr)
     }
 
+    /// Whether `mapping` is no live mapping but one the driver released
+    /// after its free callback (or handed out in a torn-down epilogue).
+    pub(crate) fn mapping_freed_by_callback(&self, mapping: usize) -> bool {
+        match self.find_mapping(mapping) {
+            Found::Retired(q) => self
+                .retired
+                .get(q)
+                .is_some_and(|r| r.how() == Released::ByCallback),
+            _ => false,
+        }
+    }
+
     /// dma_unmap_pages, start: checks, and marks the mapping in flight.
     /// `None`: a released mapping, judged (and answered) already.
     pub(crate) fn unmap_begin(

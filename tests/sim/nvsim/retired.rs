@@ -59,6 +59,11 @@ impl Retired {
 }
 
 impl Retired {
+    /// Who released it.
+    pub(crate) fn how(&self) -> Released {
+        self.how
+    }
+
     /// The same, for a page table of `va`.
     pub(crate) fn with_va(mut self, va: u64) -> Self {
         self.va = va;

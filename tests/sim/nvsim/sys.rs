@@ -107,10 +107,10 @@ pub(crate) mod param {
         unsafe { b::nvsim_glue_pt_version() }
     }
 
-    /// `prologue_reads`: see glue.c.
-    pub(crate) fn prologue_reads() -> bool {
+    /// `driver_reads`: see glue.c.
+    pub(crate) fn driver_reads() -> bool {
         // SAFETY: reads a module parameter; no preconditions.
-        unsafe { b::nvsim_glue_prologue_reads() }
+        unsafe { b::nvsim_glue_driver_reads() }
     }
 
     /// Whether process `tgid` is on every pin's client list
