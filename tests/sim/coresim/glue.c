@@ -64,11 +64,18 @@ bool pcsim_glue_param_nonpci(void) { return READ_ONCE(hca_nonpci); }
  *              from get_page_size (no trims), get_page_size asked before
  *              dma_map and nmap a separate int;
  *   no-unmaps  a core that ignores PEER_MEM_INVALIDATE_UNMAPS (calls
- *              dma_unmap/put_pages from inside invalidate).
+ *              dma_unmap/put_pages from inside invalidate);
+ *   ofed-24.10 current, but with the invalidation notifier's end test of
+ *              OFED <= 24.10 and NV-Kernels (`!=` "no invalidation"): a
+ *              client without invalidation is deregistered without the
+ *              mapping lock, which is then unlocked all the same.
  */
 static char *variant = "current";
 module_param(variant, charp, 0444);
-MODULE_PARM_DESC(variant, "core variant: current (default), mlnx-old, no-unmaps");
+MODULE_PARM_DESC(variant, "core variant: current (default), mlnx-old, no-unmaps, ofed-24.10");
+static int notifier_ne = -1;
+module_param(notifier_ne, int, 0644);
+MODULE_PARM_DESC(notifier_ne, "1: OFED <= 24.10's notifier test: a client without invalidation is deregistered (dma_unmap, put_pages) without the mapping lock, then the lock is unlocked unheld (a lockdep 'bad unlock balance' on the real core); 0: fixed (-1: from variant)");
 static int honour_unmaps = -1;
 module_param(honour_unmaps, int, 0644);
 MODULE_PARM_DESC(honour_unmaps,
@@ -150,6 +157,7 @@ bool pcsim_glue_param_honour_unmaps(void) { return READ_ONCE(honour_unmaps) > 0;
 bool pcsim_glue_param_memory_peers(void) { return READ_ONCE(memory_peers) > 0; }
 bool pcsim_glue_param_page_shift(void) { return READ_ONCE(sg_page_shift) > 0; }
 bool pcsim_glue_param_legacy_map(void) { return READ_ONCE(legacy_map) > 0; }
+bool pcsim_glue_param_notifier_ne(void) { return READ_ONCE(notifier_ne) > 0; }
 bool pcsim_glue_param_refuse_dups(void)
 {
 	return READ_ONCE(refuse_duplicate_names) || READ_ONCE(memory_peers) > 0;
@@ -160,10 +168,14 @@ const char *pcsim_glue_param_variant(void) { return variant; }
 
 static int pcsim_apply_variant(void)
 {
-	static const struct { const char *name; int unmaps, sysfs, page_shift, legacy_map; } v[] = {
-		{ "current", 1, 0, 0, 0 },
-		{ "mlnx-old", 1, 1, 1, 1 },
-		{ "no-unmaps", 0, 0, 0, 0 },
+	static const struct {
+		const char *name;
+		int unmaps, sysfs, page_shift, legacy_map, notifier_ne;
+	} v[] = {
+		{ "current", 1, 0, 0, 0, 0 },
+		{ "mlnx-old", 1, 1, 1, 1, 0 },
+		{ "no-unmaps", 0, 0, 0, 0, 0 },
+		{ "ofed-24.10", 1, 0, 0, 0, 1 },
 	};
 	int i;
 
@@ -178,9 +190,11 @@ static int pcsim_apply_variant(void)
 			sg_page_shift = v[i].page_shift;
 		if (legacy_map < 0)
 			legacy_map = v[i].legacy_map;
+		if (notifier_ne < 0)
+			notifier_ne = v[i].notifier_ne;
 		return 0;
 	}
-	pr_err("peer_core_sim: unknown variant '%s' (current, mlnx-old, no-unmaps)\n",
+	pr_err("peer_core_sim: unknown variant '%s' (current, mlnx-old, no-unmaps, ofed-24.10)\n",
 	       variant ? variant : "");
 	return -EINVAL;
 }

@@ -21,7 +21,8 @@ bool pcsim_glue_param_nonpci(void);
 bool pcsim_glue_param_honour_unmaps(void);
 bool pcsim_glue_param_memory_peers(void);	/* read at load */
 bool pcsim_glue_param_page_shift(void);		/* SG regime: page shift (else trim) */
-bool pcsim_glue_param_legacy_map(void);		/* get_page_size first, nmap apart */
+bool pcsim_glue_param_legacy_map(void);
+bool pcsim_glue_param_notifier_ne(void);		/* get_page_size first, nmap apart */
 bool pcsim_glue_param_refuse_dups(void);	/* refuse duplicate client names */
 bool pcsim_glue_take_fail_mkey(void);		/* one injected mkey failure due */
 u32 pcsim_glue_param_register_hold_ms(void);

@@ -258,7 +258,13 @@ fn fail(reg: &Reg) {
 /// lock without `PEER_MEM_INVALIDATE_UNMAPS`, after dropping it with.
 pub(crate) fn deregister(reg: Arc<Reg>) -> DeregTimes {
     let t0 = sys::ktime_ns();
-    reg.lock_mapping(false);
+    // OFED <= 24.10 (`notifier_ne`): the notifier's end test is inverted
+    // for a client without invalidation: no mapping lock around its
+    // teardown, and an unlock of the unheld lock after it.
+    let unlocked = sys::param_notifier_ne() && !reg.client.invalidation;
+    if !unlocked {
+        reg.lock_mapping(false);
+    }
     hooks::run(
         &reg.dereg_hook,
         PCSIM_STEP_IN_DEREG,
@@ -271,7 +277,19 @@ pub(crate) fn deregister(reg: Arc<Reg>) -> DeregTimes {
         i.state = State::Deregistered;
         fenced
     });
-    let mut t = if reg.client.unmaps() {
+    let mut t = if unlocked {
+        let t = teardown(&reg);
+        Event::UnlockUnheld.count();
+        pr_info!(
+            "{}",
+            format_args!(
+                "deregistration of a '{}' registration without the mapping lock, then an \
+                 unlock of it unheld: the real core's lockdep reports a bad unlock balance here\n",
+                reg.client.name()
+            )
+        );
+        t
+    } else if reg.client.unmaps() {
         reg.unlock_mapping();
         teardown(&reg)
     } else {

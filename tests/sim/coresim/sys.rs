@@ -108,6 +108,13 @@ pub(crate) fn param_legacy_map() -> bool {
     unsafe { b::pcsim_glue_param_legacy_map() }
 }
 
+/// `notifier_ne`: OFED <= 24.10's notifier end test; a client without
+/// invalidation is deregistered without the mapping lock.
+pub(crate) fn param_notifier_ne() -> bool {
+    // SAFETY: reads a module parameter.
+    unsafe { b::pcsim_glue_param_notifier_ne() }
+}
+
 /// `refuse_duplicate_names` (or `memory_peers`): a second client of the
 /// same name is refused.
 pub(crate) fn param_refuse_dups() -> bool {

@@ -136,10 +136,14 @@ pub(crate) enum Event {
     InvalidateStale,
     /// A registration deregistered by a kernel worker (disassociate).
     Disassociated,
+    /// `notifier_ne`: a deregistration ran without the mapping lock and
+    /// then unlocked it unheld (the real core's lockdep "bad unlock
+    /// balance"; the core's bug, not the client's).
+    UnlockUnheld,
 }
 
 /// Every event with its name, in counter order.
-pub(crate) const EVENTS: [(Event, &str); 12] = [
+pub(crate) const EVENTS: [(Event, &str); 13] = [
     (Event::RegOk, "regs"),
     (Event::RegFailed, "regs_failed"),
     (Event::NotClaimed, "regs_unclaimed"),
@@ -152,6 +156,7 @@ pub(crate) const EVENTS: [(Event, &str); 12] = [
     (Event::HookTimeout, "hook_timeouts"),
     (Event::InvalidateStale, "invalidate_stale"),
     (Event::Disassociated, "disassociated"),
+    (Event::UnlockUnheld, "unlock_unheld"),
 ];
 
 static EVENT_COUNTS: Counters<{ EVENTS.len() }> = Counters::new();

@@ -44,4 +44,18 @@ freed_first peermem_rs nv_mem
 check "peermem_rs counted the invalidation" test "$(pm_stat invalidations)" -ge 1
 no_leaks
 check "unload" pm_down
+
+# OFED <= 24.10 (and NV-Kernels) end the invalidation notifier with an
+# inverted test: a client without invalidation (mode=persistent) is
+# deregistered without the mapping lock, which the core then unlocks
+# unheld (a lockdep "bad unlock balance" on such a core, whatever the
+# client).  Nothing else can race a persistent registration's teardown:
+# peermem_rs stays correct there.
+CORE_PARAMS="notifier_ne=1" check "peermem_rs mode=persistent on a core with OFED 24.10's notifier test" \
+  pm_up mode=persistent || finish
+check "... registrations and deregistrations work, cudaFree in between" \
+  sim_run 'A=gpu alloc 2M; H=core reg $A 2M; H2=core reg $A+0x10000 1M; core dma-check $H; core dereg $H; gpu free $A; core dma-check $H2; core dereg $H2'
+check "... the core deregistered them without its lock (unlock_unheld: 2)" test "$(core_get unlock_unheld)" = 2
+no_leaks
+check "unload" pm_down
 finish
