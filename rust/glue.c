@@ -185,7 +185,7 @@ static void peermem_deferred_run(struct work_struct *work)
 
 int peermem_defer_init(void)
 {
-	peermem_wq = alloc_workqueue("%s", 0, 0, KBUILD_MODNAME);
+	peermem_wq = alloc_workqueue("%s", WQ_UNBOUND, 0, KBUILD_MODNAME);
 	return peermem_wq ? 0 : -ENOMEM;
 }
 

@@ -76,7 +76,7 @@ enum sc_bug {
 	/* peer_core_sim */
 	SCB_SG_COVERAGE, SCB_SG_ADDRESS, SCB_NMAP_MISMATCH, SCB_SG_TRIM, SCB_BAD_PAGE_SIZE,
 	SCB_DMA_MAP_DIRTY, SCB_UNMAP_ERROR, SCB_INVALIDATE_UNKNOWN_ID, SCB_BAD_HANDLE,
-	SCB_DMA_AFTER_FREE, SCB_BAD_RETURN, SCB_BAD_CLIENT,
+	SCB_DMA_AFTER_FREE, SCB_BAD_RETURN, SCB_BAD_CLIENT, SCB_INVALIDATE_DEADLOCK,
 	SCB_COUNT
 };
 
@@ -88,7 +88,7 @@ static const char *const sc_bug_names[SCB_COUNT] = {
 	"callback_deadlock", "pins_at_unload", "api_in_callback", "use_after_put",
 	"sg_coverage", "sg_address", "nmap_mismatch", "sg_trim", "bad_page_size",
 	"dma_map_dirty", "unmap_error", "invalidate_unknown_id", "bad_handle",
-	"dma_after_free", "bad_return", "bad_client",
+	"dma_after_free", "bad_return", "bad_client", "invalidate_deadlock",
 };
 static int sc_bug;
 
@@ -270,7 +270,11 @@ static void sc_free_callback(void *data)
 	pt = c->pt;
 	map = c->map;
 	peer = c->peer;
-	if (!is_bug(SCB_USE_AFTER_CALLBACK)) {
+	/* invalidate_deadlock: the pin is not forgotten either, so a
+	 * deregistration holding the mapping lock (a core without
+	 * INVALIDATE_UNMAPS) puts it and waits for the driver's lock this
+	 * callback holds, while the callback invalidates. */
+	if (!is_bug(SCB_USE_AFTER_CALLBACK) && !is_bug(SCB_INVALIDATE_DEADLOCK)) {
 		c->freed = true;
 		c->pt = NULL;
 		c->map = NULL;

@@ -211,6 +211,7 @@ void pcsim_glue_unlock(u32 which) { mutex_unlock(pcsim_mutex(which)); }
 
 /* --- tasks, time, reports ----------------------------------------------- */
 u32 pcsim_glue_current_tgid(void) { return task_tgid_nr(current); }
+unsigned long pcsim_glue_current(void) { return (unsigned long)current; }
 u64 pcsim_glue_jiffies(void) { return get_jiffies_64(); }
 u64 pcsim_glue_ktime_ns(void) { return ktime_get_ns(); }
 u64 pcsim_glue_msecs_since(u64 since) { return jiffies_to_msecs(get_jiffies_64() - since); }

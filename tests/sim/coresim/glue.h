@@ -38,6 +38,7 @@ void pcsim_glue_unlock(u32 which);
 
 /* --- tasks, time, reports ----------------------------------------------- */
 u32 pcsim_glue_current_tgid(void);
+unsigned long pcsim_glue_current(void);	/* the task, as an address */
 u64 pcsim_glue_jiffies(void);
 u64 pcsim_glue_ktime_ns(void);	/* CLOCK_MONOTONIC, ns */
 u64 pcsim_glue_msecs_since(u64 since);

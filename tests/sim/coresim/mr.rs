@@ -349,9 +349,26 @@ pub(crate) fn invalidate(handle: usize, core_context: u64) -> Result {
         }
         return Ok(());
     };
-    if reg.lock_mapping(true) {
-        Event::InvalidateWaited.count();
+    let nv = NvSim::get();
+    match reg.lock_mapping_invalidate(nv.as_ref()) {
+        Ok(true) => Event::InvalidateWaited.count(),
+        Ok(false) => {}
+        Err(holder) => {
+            violation::report(
+                Kind::InvalidateDeadlock,
+                format_args!(
+                    "'{}' invalidate of core_context {} from inside a GPU free callback waits for \
+                     the mapping lock held by task {:#x}, which waits for the GPU driver's lock \
+                     that callback holds: the real core hangs here",
+                    c.name(),
+                    core_context,
+                    holder
+                ),
+            );
+            return Err(sys::err(errno::EDEADLK));
+        }
     }
+    drop(nv);
     match reg.with(|i| i.state) {
         State::Mapped => {
             Event::Invalidated.count();

@@ -18,7 +18,7 @@ use kernel::{new_condvar, new_mutex};
 use crate::bindings::pcsim_sge;
 use crate::client::Client;
 use crate::hooks::Hook;
-use crate::sys::{DmaDevice, MemlockCharge, SgEnt, SgTable};
+use crate::sys::{self, DmaDevice, MemlockCharge, NvSim, SgEnt, SgTable};
 
 /// Where a registration is in its life.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -71,6 +71,8 @@ pub(crate) struct RegInner {
     pub(crate) busy: bool,
     /// Invalidations waiting for the mapping lock.
     pub(crate) waiters: u32,
+    /// The task holding the mapping lock (while `busy`).
+    pub(crate) holder: usize,
     pub(crate) state: State,
     /// The core_context id (`client::NO_ID`, U32_MAX: not an invalidation
     /// client, or released; 0 is a valid id).
@@ -158,6 +160,7 @@ impl Reg {
         let inner = RegInner {
             busy: true,
             waiters: 0,
+            holder: sys::current_task(),
             state: State::Registering,
             id: crate::client::NO_ID,
             pinned: false,
@@ -210,7 +213,34 @@ impl Reg {
             g.waiters -= 1;
         }
         g.busy = true;
+        g.holder = sys::current_task();
         waited
+    }
+
+    /// The mapping lock for `invalidate`, which may come from inside a GPU
+    /// free callback: if the lock's holder waits for the GPU driver's lock
+    /// that this callback holds, the wait would never end (on the real
+    /// core, whose mapping lock is a mutex, a hang): `Err` at once, the
+    /// lock not taken.  Otherwise as [`Reg::lock_mapping`].
+    pub(crate) fn lock_mapping_invalidate(&self, nv: Option<&NvSim>) -> Result<bool, usize> {
+        let mut g = self.inner.lock();
+        let waited = g.busy;
+        g.waiters += 1;
+        while g.busy {
+            let holder = g.holder;
+            if nv.is_some_and(|nv| nv.callback_waits_for(holder)) {
+                g.waiters -= 1;
+                return Err(holder);
+            }
+            // Poll: the holder may go to wait for the GPU lock later.
+            drop(g);
+            sys::msleep(2);
+            g = self.inner.lock();
+        }
+        g.waiters -= 1;
+        g.busy = true;
+        g.holder = sys::current_task();
+        Ok(waited)
     }
 
     /// Releases the mapping lock.

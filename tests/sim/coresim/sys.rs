@@ -19,6 +19,8 @@ use crate::bindings as b;
 pub(crate) mod errno {
     /// Stale file handle: a registration was invalidated (fenced).
     pub(crate) const ESTALE: i32 = 116;
+    /// Resource deadlock avoided: an invalidation that would hang.
+    pub(crate) const EDEADLK: i32 = 35;
 }
 
 /// The error for a positive `errno`, or EINVAL for a value out of range.
@@ -34,6 +36,12 @@ pub(crate) fn err(errno: i32) -> Error {
 pub(crate) fn current_tgid() -> u32 {
     // SAFETY: no preconditions.
     unsafe { b::pcsim_glue_current_tgid() }
+}
+
+/// The current task, as an address (compared, never dereferenced).
+pub(crate) fn current_task() -> usize {
+    // SAFETY: no preconditions.
+    unsafe { b::pcsim_glue_current() as usize }
 }
 
 /// The 64-bit jiffies counter.
@@ -538,6 +546,7 @@ impl Drop for Symbol {
 
 type FreeVaFn = unsafe extern "C" fn(u32, u64) -> i32;
 type DmaLiveFn = unsafe extern "C" fn(*const b::sim_range, u32) -> i32;
+type CallbackWaitsForFn = unsafe extern "C" fn(usize) -> bool;
 type TranslateFn = unsafe extern "C" fn(u32, u64, *mut u64) -> i32;
 
 /// The helpers of nvidia_p2p_sim (sim_link.h), if it is loaded.
@@ -550,6 +559,7 @@ pub(crate) struct NvSim {
     free_va: Symbol,
     dma_live: Symbol,
     translate: Symbol,
+    callback_waits_for: Symbol,
 }
 
 impl NvSim {
@@ -559,6 +569,7 @@ impl NvSim {
             free_va: Symbol::get(c"nvidia_p2p_sim_free_va")?,
             dma_live: Symbol::get(c"nvidia_p2p_sim_dma_live")?,
             translate: Symbol::get(c"nvidia_p2p_sim_translate")?,
+            callback_waits_for: Symbol::get(c"nvidia_p2p_sim_callback_waits_for")?,
         })
     }
 
@@ -578,6 +589,20 @@ impl NvSim {
             unsafe { core::mem::transmute::<*mut c_void, DmaLiveFn>(self.dma_live.addr.as_ptr()) };
         // SAFETY: `ranges` is a readable slice of that length.
         kernel::error::to_result(unsafe { f(ranges.as_ptr(), ranges.len() as u32) })
+    }
+
+    /// Whether the caller runs a GPU free callback while `task` waits for
+    /// the GPU driver's lock that the callback holds.
+    pub(crate) fn callback_waits_for(&self, task: usize) -> bool {
+        // SAFETY: the prototype of `nvidia_p2p_sim_callback_waits_for`
+        // (invariant).
+        let f = unsafe {
+            core::mem::transmute::<*mut c_void, CallbackWaitsForFn>(
+                self.callback_waits_for.addr.as_ptr(),
+            )
+        };
+        // SAFETY: a plain value, compared only.
+        unsafe { f(task) }
     }
 
     /// The DMA address of byte `va` of process `tgid`'s GPU memory.

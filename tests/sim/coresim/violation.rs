@@ -44,10 +44,14 @@ pub(crate) enum Kind {
     /// Page-shift regime: an SG entry not aligned to / a multiple of the
     /// client's page size.
     SgUnaligned,
+    /// `invalidate` from inside a GPU free callback would wait for a
+    /// registration's mapping lock whose holder waits for the GPU driver's
+    /// lock that callback holds: a deadlock on the real core.
+    InvalidateDeadlock,
 }
 
 /// Every kind, in counter order.
-pub(crate) const KINDS: [Kind; 13] = [
+pub(crate) const KINDS: [Kind; 14] = [
     Kind::SgCoverage,
     Kind::SgAddress,
     Kind::NmapMismatch,
@@ -61,6 +65,7 @@ pub(crate) const KINDS: [Kind; 13] = [
     Kind::BadReturn,
     Kind::BadClient,
     Kind::SgUnaligned,
+    Kind::InvalidateDeadlock,
 ];
 
 impl Kind {
@@ -80,6 +85,7 @@ impl Kind {
             Kind::BadReturn => c"bad_return",
             Kind::BadClient => c"bad_client",
             Kind::SgUnaligned => c"sg_unaligned",
+            Kind::InvalidateDeadlock => c"invalidate_deadlock",
         }
     }
 

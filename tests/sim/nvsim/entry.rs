@@ -399,6 +399,18 @@ unsafe extern "C" fn nvidia_p2p_sim_free_va(tgid: u32, va: u64) -> c_int {
     })
 }
 
+/// Whether the caller runs a free callback while task `task` waits for
+/// the API lock (peer_core_sim: an invalidation about to wait for a
+/// mapping lock that `task` holds would deadlock).
+///
+/// # Safety
+///
+/// None: plain values.
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_sim_callback_waits_for(task: usize) -> bool {
+    API.callback_waits_for(task)
+}
+
 /// 0 if all `count` ranges are live, pinned, DMA-mapped GPU memory.
 ///
 /// # Safety

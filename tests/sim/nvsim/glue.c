@@ -57,6 +57,7 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_sim_put_pages_persistent);
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_free_va);
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_dma_live);
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_translate);
+EXPORT_SYMBOL_GPL(nvidia_p2p_sim_callback_waits_for);
 
 /* --- module parameters ------------------------------------------------ */
 static unsigned int pt_version = NVIDIA_P2P_PAGE_TABLE_VERSION_V2;

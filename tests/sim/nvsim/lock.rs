@@ -46,6 +46,26 @@ pub(crate) struct Api {
     /// Bumped each time a page table or mapping is retired; a call that
     /// read a smaller value before waiting for a lock raced with it.
     retire_seq: AtomicU64,
+    /// Tasks waiting for the API lock in an API call (0: a free slot).
+    waiting: [AtomicUsize; API_WAITERS],
+}
+
+/// How many waiting tasks `Api::waiting` records (more are not seen by
+/// `callback_waits_for`).
+const API_WAITERS: usize = 64;
+
+/// A task's entry in `Api::waiting` while it waits for the API lock.
+struct WaitMark<'a> {
+    api: &'a Api,
+    slot: Option<usize>,
+}
+
+impl Drop for WaitMark<'_> {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot {
+            self.api.waiting[i].store(0, Ordering::Release);
+        }
+    }
 }
 
 // SAFETY: `state` is only reached under its mutex (type invariant); the
@@ -58,6 +78,7 @@ pub(crate) static API: Api = Api {
     callback_task: AtomicUsize::new(0),
     callback_since: AtomicU64::new(0),
     retire_seq: AtomicU64::new(0),
+    waiting: [const { AtomicUsize::new(0) }; API_WAITERS],
 };
 
 impl Api {
@@ -81,6 +102,7 @@ impl Api {
     /// (and a counted violation) where the real driver would deadlock.
     pub(crate) fn lock_for(&self, call: Call) -> Result<ApiGuard<'_>> {
         self.not_in_callback(call)?;
+        let _waiting = self.mark_waiting();
         loop {
             if self.callback_task.load(Ordering::Acquire) == 0 {
                 api_mutex::lock();
@@ -105,6 +127,29 @@ impl Api {
         }
         // INVARIANT: the mutex is held.
         Ok(ApiGuard { api: self })
+    }
+
+    /// Records the calling task as waiting for the API lock until the
+    /// mark is dropped.
+    fn mark_waiting(&self) -> WaitMark<'_> {
+        let me = sys::current_task();
+        let slot = self.waiting.iter().position(|w| {
+            w.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        });
+        WaitMark { api: self, slot }
+    }
+
+    /// Whether the calling task runs a free callback (so holds the API
+    /// lock) and `task` waits for that lock in an API call: a wait of the
+    /// callback for `task` would never end.
+    pub(crate) fn callback_waits_for(&self, task: usize) -> bool {
+        task != 0
+            && self.callback_task.load(Ordering::Acquire) == sys::current_task()
+            && self
+                .waiting
+                .iter()
+                .any(|w| w.load(Ordering::Acquire) == task)
     }
 
     /// Takes the API lock for the simulator's own work (cudaFree); never

@@ -67,15 +67,14 @@ check "3 processes registering and freeing concurrently" test $r = 0 || cat /tmp
 check "no pins, mappings or registrations left" sim_run 'gpu get pins; gpu get mappings; core get registrations'
 [ "$(grep -c '^0$' <<< "$SIM_OUT")" = 3 ] || bad "leftovers"
 
-# A non-persistent put from another process (a forked child deregisters):
-# the driver finds no pin of that process, returns 0, the pin stays armed
-# until its owner frees it.  MPS adds client processes to the P2P object's
-# client list (client_pids; -1: every process): then the put releases it.
-check "a forked child's put is ignored: the pin stays until cudaFree" \
-  sim_run 'gpu reset; A=gpu alloc 1M; H=core reg $A 1M; fork core dereg $H; gpu get foreign_puts; gpu get pins; gpu free $A; gpu get pins'
-check "... (foreign_puts, pins before and after the free: 1,1,0)" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 1,1,0
+# A non-persistent put from another process finds no pin of that process
+# (module-foreign-put); MPS adds client processes to the P2P object's
+# client list (client_pids; -1: every process): a forked child's put then
+# releases the pin.  (Only this half here: simclient_good frees its
+# context after its put, so an ignored one would leave the driver a
+# callback on freed memory -- the test client's simplification.)
 param nvidia_p2p_sim client_pids -1
-check "with the child on the client list (MPS) the same put releases the pin" \
+check "with the child on the client list (MPS) its put releases the pin" \
   sim_run 'gpu reset; A=gpu alloc 1M; H=core reg $A 1M; fork core dereg $H; gpu get foreign_puts; gpu get pins'
 check "... (foreign_puts, pins: 0,0)" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 0,0
 param nvidia_p2p_sim client_pids 0

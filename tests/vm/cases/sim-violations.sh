@@ -115,6 +115,13 @@ provoke invalidate_unknown_id "$FREE"
 provoke bad_handle "$FREE"
 provoke dma_after_free 'A=gpu alloc 1M; H=core reg $A 1M; gpu free $A; !EFAULT core dma-check $H; core dereg $H'
 provoke bad_return 'A=gpu alloc 1M; !EINVAL core reg $A 1M'
+# An invalidation from inside the free callback that would wait for a
+# mapping lock whose holder (a deregistration on a core without
+# INVALIDATE_UNMAPS) waits for the driver's lock the callback holds: the
+# real core hangs; the simulated one says so at once (EDEADLK).
+param peer_core_sim honour_unmaps 0
+provoke invalidate_deadlock 'A=gpu alloc 1M; H=core reg $A 1M --hook in_dereg:free; core dereg $H'
+param peer_core_sim honour_unmaps 1
 
 # A malformed client (a NULL callback) is refused at registration.
 rmmod simclient_bad
