@@ -50,6 +50,7 @@ install: install-dkms install-probe
 
 uninstall:
 	-dkms status -m $(DKMS_NAME) -v $(PEERMEM_VERSION) | grep -q . && dkms remove -m $(DKMS_NAME) -v $(PEERMEM_VERSION) --all
+	-[ ! -x $(PREFIX)/sbin/peermem-rust-metadata ] || $(PREFIX)/sbin/peermem-rust-metadata --remove-all
 	rm -rf $(DKMS_SRC)
 	rm -f /etc/modprobe.d/peermem-rs.conf /etc/depmod.d/peermem-rs.conf
 	rm -f $(PREFIX)/sbin/peermem-rust-metadata $(PREFIX)/bin/peermem-probe
