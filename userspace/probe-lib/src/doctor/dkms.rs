@@ -25,9 +25,20 @@ pub(crate) fn split_check_line(line: &str, kernel: &str) -> Option<(String, Stri
     }
 }
 
-/// The `binding=` tag of an (uncompressed) module file: how it is bound to
-/// its providers (README "Binding").
+/// The `binding=` tag of a module file: how it is bound to its providers
+/// (README "Binding"); a compressed one through modinfo (live system only).
 fn binding_of(root: &SysRoot, ko: &str) -> Option<String> {
+    if !ko.ends_with(".ko") {
+        if !root.is_live() {
+            return None;
+        }
+        let out = std::process::Command::new("modinfo")
+            .args(["-F", "binding", ko])
+            .output()
+            .ok()?;
+        let b = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        return (out.status.success() && !b.is_empty()).then_some(b);
+    }
     let b = root.read_bytes(ko).ok()?;
     let tag = b"binding=";
     let at = b.windows(tag.len()).position(|w| w == tag)? + tag.len();
