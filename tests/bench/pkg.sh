@@ -32,9 +32,9 @@ failed_last() { [ "$CHECK_RC" != 0 ]; }
 # is_dkms_path KVER PATH -- PATH is the DKMS build of nvidia_peermem for KVER.
 is_dkms_path() { case $2 in /lib/modules/"$1"/updates/dkms/nvidia_peermem.ko|/lib/modules/"$1"/updates/dkms/nvidia_peermem.ko.[gxz]*) return 0;; esac; return 1; }
 # A script that stops early (set -e) counts as a failure even if no check failed.
-counts() {
-  local st=$?
-  if [ $st != 0 ] && [ $nfail = 0 ]; then echo "FAIL - pkg.sh $what $KVER stopped (exit $st)"; nfail=1; fi
+counts() { # counts [STATUS] -- STATUS: the script's (default: $?)
+  local st=${1:-$?}
+  if [ "$st" != 0 ] && [ $nfail = 0 ]; then echo "FAIL - pkg.sh $what $KVER stopped (exit $st)"; nfail=1; fi
   echo "$npass $nfail 0" > "$RESULTS/pkg-$what-$KVER.counts"
 }
 trap counts EXIT

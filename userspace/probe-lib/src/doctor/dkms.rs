@@ -81,7 +81,11 @@ fn run_check(root: &SysRoot, version: &str, k: &str) -> Option<String> {
 /// The doctor item, or none when peermem-rs's DKMS package is not there.
 pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
     let versions = root.list(DKMS_TREE);
-    let version = versions.iter().rfind(|v| !v.starts_with('.'))?.clone();
+    // Version directories, next to DKMS's kernel-<kernel>-<arch> links.
+    let version = versions
+        .iter()
+        .rfind(|v| !v.starts_with('.') && !v.starts_with("kernel-"))?
+        .clone();
     let k = &sys.kernel;
     let name = "peermem-rs DKMS";
     if let Some(ko) = installed_ko(root, k) {
@@ -171,6 +175,11 @@ mod tests {
         mk(
             &t,
             &format!("var/lib/dkms/peermem-rs/0.1.0/{k}/x86_64/module/x"),
+            b"",
+        );
+        mk(
+            &t,
+            &format!("var/lib/dkms/peermem-rs/kernel-{k}-x86_64/x"),
             b"",
         );
         mk(
