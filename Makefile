@@ -34,11 +34,19 @@ KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLV
 
 all: modules
 
+# The providers' Module.symvers (README "Binding"): PEERMEM_SYMVERS="FILE..."
+# names them, PEERMEM_SYMVERS=none builds the weak, unversioned fallback;
+# unset, scripts/provider-symvers.sh looks for them for the kernel
+# PEERMEM_KVER (DKMS passes its $$kernelver), by default the release of KDIR.
+PEERMEM_KVER ?= $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null)
+PEERMEM_SYMVERS_ARG = $(if $(filter undefined,$(origin PEERMEM_SYMVERS)),$$($(CURDIR)/scripts/provider-symvers.sh find "$(PEERMEM_KVER)"),$(if $(filter none,$(PEERMEM_SYMVERS)),none,$(abspath $(PEERMEM_SYMVERS))))
+
 # scripts/check-kernel.sh stops with one line (what is missing, what to
 # install) before the compiler runs, and names the matching rustc/bindgen.
 modules:
 	@vars=$$($(CURDIR)/scripts/check-kernel.sh --make-vars "$(KDIR)") && \
-	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KBUILD_LLVM) $$vars modules
+	symvers="$(PEERMEM_SYMVERS_ARG)" && \
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KBUILD_LLVM) $$vars PEERMEM_SYMVERS="$${symvers:-none}" modules
 
 modules_install:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KBUILD_LLVM) modules_install

@@ -39,22 +39,50 @@ MODULE_PARM_DESC(mode,
 	"invalidate: pin with a free callback, cudaFree revokes the MR");
 
 /*
- * The two providers' entry points are weak references, resolved by name by
- * the module loader when we are loaded (which then holds a reference on the
- * exporting module until we are unloaded), or left NULL.  symbol_get() would
- * refuse plain EXPORT_SYMBOLs since Linux 6.6: the peer-memory core exports
- * that way, and so did older NVIDIA drivers.  The module is built without
- * their symbol versions (CRCs), so a rebuilt or upgraded OFED or driver does
- * not make the load fail.
+ * The two providers' entry points, resolved by name by the module loader
+ * when we are loaded (which then holds a reference on the exporting module
+ * until we are unloaded).  symbol_get() would refuse plain EXPORT_SYMBOLs
+ * since Linux 6.6: the peer-memory core exports that way, and so did older
+ * NVIDIA drivers.
+ *
+ * How they are bound depends on the build (Kbuild, README "Binding"): with
+ * a provider's Module.symvers, modpost records the CRC of each of its
+ * symbols, and the loader refuses a provider whose symbol versions differ.
+ * Then the NVIDIA driver's four mandatory functions are strong references
+ * (a hard dependency on nvidia.ko: modprobe loads it first), while the
+ * optional persistent pair (driver 535 and later) stays weak, versioned
+ * when the driver exports it.  The core stays weak in every build: when no
+ * loaded module exports it (a stock ib_uverbs, an OFED that was not rebuilt
+ * for this kernel), the module still loads and says so in one line ("no
+ * peer-memory support ..."), which an unresolved strong reference would
+ * replace by the loader's "Unknown symbol".  Without a provider's symvers,
+ * its references are all weak and unversioned: the fallback, which
+ * `modinfo -F binding` names.
  */
+#ifdef PEERMEM_NVIDIA_SYMVERS
+#define PEERMEM_NVIDIA_REF
+#else
+#define PEERMEM_NVIDIA_REF __weak
+#endif
 extern typeof(ib_register_peer_memory_client) ib_register_peer_memory_client __weak;
 extern typeof(ib_unregister_peer_memory_client) ib_unregister_peer_memory_client __weak;
-extern typeof(nvidia_p2p_get_pages) nvidia_p2p_get_pages __weak;
-extern typeof(nvidia_p2p_put_pages) nvidia_p2p_put_pages __weak;
+extern typeof(nvidia_p2p_get_pages) nvidia_p2p_get_pages PEERMEM_NVIDIA_REF;
+extern typeof(nvidia_p2p_put_pages) nvidia_p2p_put_pages PEERMEM_NVIDIA_REF;
 extern typeof(nvidia_p2p_get_pages_persistent) nvidia_p2p_get_pages_persistent __weak;
 extern typeof(nvidia_p2p_put_pages_persistent) nvidia_p2p_put_pages_persistent __weak;
-extern typeof(nvidia_p2p_dma_map_pages) nvidia_p2p_dma_map_pages __weak;
-extern typeof(nvidia_p2p_dma_unmap_pages) nvidia_p2p_dma_unmap_pages __weak;
+extern typeof(nvidia_p2p_dma_map_pages) nvidia_p2p_dma_map_pages PEERMEM_NVIDIA_REF;
+extern typeof(nvidia_p2p_dma_unmap_pages) nvidia_p2p_dma_unmap_pages PEERMEM_NVIDIA_REF;
+
+#ifndef PEERMEM_BINDING
+#define PEERMEM_BINDING "weak: no provider Module.symvers found"
+#endif
+/* crc: FILES | symvers (no CRCs: ...): FILES | weak: ... (Kbuild) */
+MODULE_INFO(binding, PEERMEM_BINDING);
+
+const char *peermem_binding(void)
+{
+	return PEERMEM_BINDING;
+}
 
 void *peermem_core_register_fn(void)
 {

@@ -43,6 +43,10 @@ struct peermem_nvidia_api {
 };
 void peermem_nvidia_api_get(struct peermem_nvidia_api *api);
 
+/* How the providers' symbols are bound (modinfo's `binding`): "crc: FILES",
+ * "weak: ...", see rust/glue.c; for the load log. */
+const char *peermem_binding(void);
+
 /* The process the current call runs for, as the NVIDIA driver's
  * per-process pin lookup sees it: its thread-group id, 0 for a kernel
  * thread. */

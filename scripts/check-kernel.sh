@@ -100,7 +100,15 @@ done
 if [ -n "$missing" ]; then
   case $DISTRO in
     ubuntu) r="apt install linux-lib-rust-$KVER";;
-    debian) r="Debian's headers lack it: rebuild it with peermem-rust-metadata $KVER (from the source tree: make rust-metadata KDIR=$KDIR)";;
+    # The one command that ends it (about 4 minutes on 2 cores, ~2 GB in
+    # /var/tmp): under DKMS (a kernel upgrade runs this through DKMS's
+    # /etc/kernel/postinst.d hook) the rebuild and the module's build; from
+    # the source tree the rebuild, then make again.
+    debian) if [ $make_vars = yes ]; then
+              r="Debian's headers lack it: rebuild it (about 4 minutes) with: make rust-metadata KDIR=$KDIR (or peermem-rust-metadata $KVER), then make again"
+            else
+              r="Debian's headers lack it: run as root (about 4 minutes): peermem-rust-metadata $KVER && dkms autoinstall -k $KVER"
+            fi;;
     arch) r="reinstall the kernel's headers package (Arch ships the metadata in it when Rust is on)";;
     *) r="install the package with the kernel's rust/*.rmeta, or rebuild it (make modules_prepare in the kernel's source with its .config and rustc)";;
   esac

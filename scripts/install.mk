@@ -16,7 +16,7 @@ PREFIX ?= /usr/local
 # Where DKMS installs the module: /extra on RHEL-like systems, /updates/dkms elsewhere.
 DKMS_DEST := $(if $(wildcard /etc/redhat-release),extra,updates/dkms)
 # The module sources DKMS builds from (everything the Kbuild needs, and dkms.conf).
-DKMS_FILES := dkms.conf Kbuild Makefile VERSION include rust scripts/check-kernel.sh scripts/install.mk
+DKMS_FILES := dkms.conf Kbuild Makefile VERSION include rust scripts/check-kernel.sh scripts/provider-symvers.sh scripts/install.mk
 
 .PHONY: install uninstall install-files install-dkms install-probe deb rust-metadata hwtest hwtest-selftest
 
@@ -50,6 +50,7 @@ install: install-dkms install-probe
 
 uninstall:
 	-dkms status -m $(DKMS_NAME) -v $(PEERMEM_VERSION) | grep -q . && dkms remove -m $(DKMS_NAME) -v $(PEERMEM_VERSION) --all
+	-[ ! -x $(PREFIX)/sbin/peermem-rust-metadata ] || $(PREFIX)/sbin/peermem-rust-metadata --remove-all
 	rm -rf $(DKMS_SRC)
 	rm -f /etc/modprobe.d/peermem-rs.conf /etc/depmod.d/peermem-rs.conf
 	rm -f $(PREFIX)/sbin/peermem-rust-metadata $(PREFIX)/bin/peermem-probe

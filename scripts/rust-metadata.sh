@@ -6,6 +6,7 @@
 #   peermem-rust-metadata [KVER]                 (default: the running kernel)
 #   peermem-rust-metadata --kdir /usr/src/linux-headers-KVER
 #   peermem-rust-metadata --remove KVER          take the files out again
+#   peermem-rust-metadata --remove-all           ... of every tree it wrote to
 #   options: --workdir DIR (default /var/tmp), --no-install (never call apt-get),
 #            --output DIR (write the metadata there instead of into the headers)
 #
@@ -19,6 +20,9 @@
 # out (purging the headers package leaves them).  scripts/target.json lands in
 # the headers' scripts/ link, i.e. in linux-kbuild-X.Y, shared by the flavours
 # of that version.  Needs root, ~2 GB in the workdir and a few minutes.
+# The trees it wrote to are listed in /var/lib/peermem-rs/rust-metadata.trees
+# (purging peermem-rs-dkms removes their files); the packages it installs
+# are marked automatically installed (`apt autoremove` takes them away).
 set -euo pipefail
 
 die() { echo "peermem-rust-metadata: $*" >&2; exit 1; }
@@ -32,11 +36,27 @@ while [ $# -gt 0 ]; do
     --output) OUT=$2; shift 2;;
     --no-install) install=no; shift;;
     --remove) remove=yes; shift;;
-    -h|--help) sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+    --remove-all) remove=all; shift;;
+    -h|--help) sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
     -*) die "unknown option $1 (see --help)";;
     *) KVER=$1; shift;;
   esac
 done
+REGISTRY=${PEERMEM_STATE:-/var/lib/peermem-rs}/rust-metadata.trees
+# remove_tree KDIR -- take out the files listed in KDIR/.peermem-rust-metadata.files.
+remove_tree() {
+  local f
+  [ -f "$1/.peermem-rust-metadata.files" ] || return 0
+  while read -r f; do [ -z "$f" ] || rm -f "$1/$f"; done < "$1/.peermem-rust-metadata.files"
+  rm -f "$1/.peermem-rust-metadata.files"
+  if [ -f "$REGISTRY" ]; then grep -vxF -- "$1" "$REGISTRY" > "$REGISTRY.new" || true; mv "$REGISTRY.new" "$REGISTRY"; fi
+  log "Rust metadata removed from $1"
+}
+if [ $remove = all ]; then
+  for d in $(cat "$REGISTRY" 2> /dev/null) /usr/src/linux-headers-*; do remove_tree "$d"; done
+  rm -f "$REGISTRY"; rmdir "${REGISTRY%/*}" 2> /dev/null || true
+  exit 0
+fi
 if [ -z "$KDIR" ]; then
   KVER=${KVER:-$(uname -r)}
   KDIR=/usr/src/linux-headers-$KVER
@@ -50,9 +70,7 @@ FILES_LIST=$KDIR/.peermem-rust-metadata.files
 
 if [ $remove = yes ]; then
   [ -f "$FILES_LIST" ] || { log "$KVER: no metadata of ours in $KDIR"; exit 0; }
-  while read -r f; do rm -f "$KDIR/$f"; done < "$FILES_LIST"
-  rm -f "$FILES_LIST"
-  log "$KVER: Rust metadata removed from $KDIR"
+  remove_tree "$KDIR"
   exit 0
 fi
 
@@ -77,11 +95,11 @@ if [ -n "$hdrpkg" ]; then pkgver=$(dpkg-query -W -f '${Version}' "$hdrpkg" 2>/de
 # What the build needs.  The exact rust-src matters: core is rebuilt from it.
 ccpkg=$(echo "${CC:-gcc}" | sed -E 's/^([a-z0-9_]+-)*(gcc(-[0-9]+)?)$/\2/')
 need="linux-source-$series${pkgver:+=$pkgver} rust-src bindgen libclang-dev make flex bison bc libelf-dev libssl-dev pahole python3 $ccpkg"
-missing=
+missing='' new=''
 for p in $need; do
   name=${p%%=*}
   case $name in linux-source-*) [ -f "$src" ] && continue;; esac
-  dpkg-query -W -f '${Status}' "$name" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"
+  dpkg-query -W -f '${Status}' "$name" 2>/dev/null | grep -q 'ok installed' || { missing="$missing $p"; new="$new $name"; }
 done
 rs=$(dpkg-query -W -f '${Version}' rust-src 2>/dev/null || true)
 rc=$(dpkg-query -W -f '${Version}' rustc 2>/dev/null || true)
@@ -93,6 +111,11 @@ if [ -n "$missing" ]; then
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing > /dev/null ||
     die "apt-get install$missing failed"
+  # Only this rebuild needs them: automatically installed, not manual, so
+  # that `apt autoremove` takes them away (the upgrade of an installed
+  # rust-src keeps its mark).
+  # shellcheck disable=SC2086
+  [ -z "$new" ] || apt-mark auto $new > /dev/null || die "apt-mark auto$new failed"
 fi
 [ -f "$src" ] || die "$src missing after installing linux-source-$series"
 
@@ -121,5 +144,9 @@ log "$KVER: $(echo "$ours" | grep -c .) Rust exports identical to the kernel's M
 files=$(cd "$O" && ls rust/*.rmeta rust/*.so; [ -f scripts/target.json ] && echo scripts/target.json)
 DEST=${OUT:-$KDIR}
 for f in $files; do install -D -m 644 "$O/$f" "$DEST/$f"; done
-[ -n "$OUT" ] || echo "$files" > "$FILES_LIST"
+if [ -z "$OUT" ]; then
+  echo "$files" > "$FILES_LIST"
+  mkdir -p "${REGISTRY%/*}"
+  grep -qxF -- "$KDIR" "$REGISTRY" 2> /dev/null || echo "$KDIR" >> "$REGISTRY"
+fi
 log "$KVER: Rust metadata installed in $DEST ($(echo "$files" | wc -l) files)"

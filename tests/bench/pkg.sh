@@ -32,9 +32,9 @@ failed_last() { [ "$CHECK_RC" != 0 ]; }
 # is_dkms_path KVER PATH -- PATH is the DKMS build of nvidia_peermem for KVER.
 is_dkms_path() { case $2 in /lib/modules/"$1"/updates/dkms/nvidia_peermem.ko|/lib/modules/"$1"/updates/dkms/nvidia_peermem.ko.[gxz]*) return 0;; esac; return 1; }
 # A script that stops early (set -e) counts as a failure even if no check failed.
-counts() {
-  local st=$?
-  if [ $st != 0 ] && [ $nfail = 0 ]; then echo "FAIL - pkg.sh $what $KVER stopped (exit $st)"; nfail=1; fi
+counts() { # counts [STATUS] -- STATUS: the script's (default: $?)
+  local st=${1:-$?}
+  if [ "$st" != 0 ] && [ $nfail = 0 ]; then echo "FAIL - pkg.sh $what $KVER stopped (exit $st)"; nfail=1; fi
   echo "$npass $nfail 0" > "$RESULTS/pkg-$what-$KVER.counts"
 }
 trap counts EXIT
@@ -52,6 +52,7 @@ nothing_left() { # nothing_left LABEL
   local left
   left=$(root sh -c 'ls -d /var/lib/dkms/peermem-rs /usr/src/peermem-rs-* /etc/modprobe.d/peermem-rs.conf \
       /etc/depmod.d/peermem-rs.conf /usr/local/sbin/peermem-rust-metadata /usr/sbin/peermem-rust-metadata \
+      /var/lib/peermem-rs /usr/src/linux-headers-*/.peermem-rust-metadata.files \
       /lib/modules/*/updates/dkms/nvidia_peermem.ko* 2>/dev/null; grep -l nvidia_peermem /lib/modules/*/modules.dep 2>/dev/null' || true)
   check "$1: nothing left behind${left:+ (left: ${left//$'\n'/ })}" test -z "$left"
 }
@@ -82,6 +83,8 @@ install)
   check "$KVER: modinfo: name nvidia_peermem, version $VERSION, softdep on ib_uverbs and nvidia" \
     test "$(root modinfo -k "$KVER" -F name nvidia_peermem)/$(root modinfo -k "$KVER" -F version nvidia_peermem)/$(root modinfo -k "$KVER" -F softdep nvidia_peermem)" \
          = "nvidia_peermem/$VERSION/pre: ib_uverbs nvidia"
+  check "$KVER: modinfo names the binding: the weak fallback (no provider Module.symvers here)" \
+    test "$(root modinfo -k "$KVER" -F binding nvidia_peermem)" = "weak: no provider Module.symvers found"
   check "$KVER: modprobe.d carries the softdep too" grep -q 'softdep nvidia_peermem pre: ib_uverbs nvidia' <<< "$(root modprobe -c)"
   mkdir -p "$ROOT$STAGE/pkg"; echo "$VERSION" > "$ROOT$STAGE/pkg/$KVER.installed"
   ;;

@@ -21,6 +21,8 @@ case $f in
   *) bad "modinfo -n nvidia_peermem is not the DKMS build: $f";;
 esac
 check "... its version is $version" test "$(modinfo -F version nvidia_peermem)" = "$version"
+check "... modinfo names its binding: $(modinfo -F binding nvidia_peermem)" \
+  test "$(modinfo -F binding nvidia_peermem)" = "weak: no provider Module.symvers found"
 pm_down > /dev/null 2>&1
 check "simulated GPU + core" sim_load || finish
 log_mark modprobe

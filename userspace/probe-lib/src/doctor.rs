@@ -1,6 +1,7 @@
 //! `doctor`: reads the system and gives a verdict per item, without
 //! touching a device.
 
+mod dkms;
 mod rdma;
 
 use crate::nccl::{Detection, NcclPath};
@@ -152,6 +153,7 @@ pub fn run(root: &SysRoot) -> DoctorReport {
     iommu(root, &sys, &mut items);
     let gpus = gpus(root, &sys, &mut items);
     kernel(&sys, &mut items);
+    items.extend(dkms::item_for(root, &sys));
     let code = exit_code(items.iter().map(|i| i.status));
     let verdict = verdict(&items, code);
     crate::trace!("doctor: {}", verdict.summary);

@@ -1,0 +1,267 @@
+//! Whether DKMS built peermem-rs for the running kernel, and if not, why:
+//! read from DKMS's tree (what `dkms status peermem-rs` shows) and, on the
+//! live system, from the package's own check (`scripts/check-kernel.sh`,
+//! the one line DKMS printed when it skipped the kernel).
+
+use super::{item, Item};
+use crate::report::Status;
+use crate::root::SysRoot;
+use crate::sysinfo::SysState;
+
+const DKMS_TREE: &str = "/var/lib/dkms/peermem-rs";
+
+/// The one line check-kernel.sh prints for a kernel it cannot build for,
+/// split into the problem and the remedy ("peermem-rs: kernel K: PROBLEM;
+/// REMEDY").
+pub(crate) fn split_check_line(line: &str, kernel: &str) -> Option<(String, String)> {
+    let rest = line
+        .trim()
+        .strip_prefix("peermem-rs: kernel ")?
+        .strip_prefix(kernel)?
+        .strip_prefix(": ")?;
+    match rest.split_once("; ") {
+        Some((p, r)) => Some((p.to_string(), r.to_string())),
+        None => Some((rest.to_string(), String::new())),
+    }
+}
+
+/// The `binding=` tag of a module file: how it is bound to its providers
+/// (README "Binding"); a compressed one through modinfo (live system only).
+fn binding_of(root: &SysRoot, ko: &str) -> Option<String> {
+    if !ko.ends_with(".ko") {
+        if !root.is_live() {
+            return None;
+        }
+        let out = std::process::Command::new("modinfo")
+            .args(["-F", "binding", ko])
+            .output()
+            .ok()?;
+        let b = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        return (out.status.success() && !b.is_empty()).then_some(b);
+    }
+    let b = root.read_bytes(ko).ok()?;
+    let tag = b"binding=";
+    let at = b.windows(tag.len()).position(|w| w == tag)? + tag.len();
+    let end = b[at..].iter().position(|&c| c == 0)? + at;
+    Some(String::from_utf8_lossy(&b[at..end]).into_owned())
+}
+
+/// The installed module of kernel `k`, if DKMS installed one.
+fn installed_ko(root: &SysRoot, k: &str) -> Option<String> {
+    ["updates/dkms", "extra"].iter().find_map(|d| {
+        let dir = format!("/lib/modules/{k}/{d}");
+        root.list(&dir)
+            .into_iter()
+            .find(|f| f.starts_with("nvidia_peermem.ko"))
+            .map(|f| format!("{dir}/{f}"))
+    })
+}
+
+/// Runs the package's check for kernel `k` (live system only): its line.
+fn run_check(root: &SysRoot, version: &str, k: &str) -> Option<String> {
+    if !root.is_live() {
+        return None;
+    }
+    let script = format!("/usr/src/peermem-rs-{version}/scripts/check-kernel.sh");
+    if !root.exists(&script) {
+        return None;
+    }
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(format!("/lib/modules/{k}/build"))
+        .arg(k)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .find(|l| l.starts_with("peermem-rs: "))
+        .map(str::to_string)
+}
+
+/// The doctor item, or none when peermem-rs's DKMS package is not there.
+pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
+    let versions = root.list(DKMS_TREE);
+    // Version directories, next to DKMS's kernel-<kernel>-<arch> links.
+    let version = versions
+        .iter()
+        .rfind(|v| !v.starts_with('.') && !v.starts_with("kernel-"))?
+        .clone();
+    let k = &sys.kernel;
+    let name = "peermem-rs DKMS";
+    if let Some(ko) = installed_ko(root, k) {
+        let v = format!("{version} installed for {k}");
+        let it = item("kernel", name, Status::Pass, v);
+        return Some(match binding_of(root, &ko) {
+            Some(b) => it.detail(format!("{ko}: binding {b}")),
+            None => it.detail(ko),
+        });
+    }
+    let built = root.exists(&format!("{DKMS_TREE}/{version}/{k}"));
+    let value = format!(
+        "{version} {} for {k}",
+        if built {
+            "built but not installed"
+        } else {
+            "not built"
+        }
+    );
+    let status = if matches!(sys.config_rust, Some((false, _))) {
+        Status::Info
+    } else {
+        Status::Warn
+    };
+    let it = item("kernel", name, status, value);
+    // Why: the package's own check when it can run, else what the files tell.
+    if let Some((problem, remedy)) =
+        run_check(root, &version, k).and_then(|l| split_check_line(&l, k))
+    {
+        let it = it.detail(problem);
+        return Some(if remedy.is_empty() {
+            it
+        } else {
+            it.remedy(remedy)
+        });
+    }
+    let kdir = format!("/lib/modules/{k}/build");
+    Some(if matches!(sys.config_rust, Some((false, _))) {
+        it.detail("CONFIG_RUST is not set: this kernel cannot load Rust modules, DKMS skips it")
+            .remedy("boot a kernel built with CONFIG_RUST=y (Debian: the trixie-backports kernel)")
+    } else if !root.exists(&format!("{kdir}/.config")) {
+        it.detail(format!("no kernel build tree at {kdir}"))
+            .remedy(format!("install the kernel's headers (Debian/Ubuntu: apt install linux-headers-{k}), then dkms autoinstall -k {k}"))
+    } else if !root.exists(&format!("{kdir}/rust/libkernel.rmeta")) {
+        it.detail(format!("the build tree has no Rust metadata ({kdir}/rust/libkernel.rmeta missing)"))
+            .remedy(format!("Debian: run as root (about 4 minutes): peermem-rust-metadata {k} && dkms autoinstall -k {k}; Ubuntu: apt install linux-lib-rust-{k}"))
+    } else {
+        it.detail(format!(
+            "the build tree looks complete: the kernel's exact rustc or bindgen may be missing, or the build failed (dkms status peermem-rs; {DKMS_TREE}/{version}/build/make.log)"
+        ))
+        .remedy(format!("dkms install peermem-rs/{version} -k {k}, which prints the reason"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(tag: &str) -> std::path::PathBuf {
+        let t = std::env::temp_dir().join(format!("pmprobe-dkms-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&t);
+        std::fs::create_dir_all(t.join("proc/sys/kernel")).unwrap();
+        std::fs::write(t.join("proc/sys/kernel/osrelease"), "7.3.4+deb13-amd64\n").unwrap();
+        std::fs::write(t.join("proc/modules"), "").unwrap();
+        t
+    }
+    fn mk(t: &std::path::Path, rel: &str, content: &[u8]) {
+        let p = t.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    fn doctor_item(t: &std::path::Path) -> Option<Item> {
+        let root = SysRoot::at(t);
+        item_for(&root, &SysState::gather(&root))
+    }
+
+    #[test]
+    fn no_package_no_item() {
+        let t = tree("none");
+        assert!(doctor_item(&t).is_none());
+    }
+
+    #[test]
+    fn installed_names_its_binding() {
+        let t = tree("inst");
+        let k = "7.3.4+deb13-amd64";
+        mk(
+            &t,
+            &format!("var/lib/dkms/peermem-rs/0.1.0/{k}/x86_64/module/x"),
+            b"",
+        );
+        mk(
+            &t,
+            &format!("var/lib/dkms/peermem-rs/kernel-{k}-x86_64/x"),
+            b"",
+        );
+        mk(
+            &t,
+            &format!("lib/modules/{k}/updates/dkms/nvidia_peermem.ko"),
+            b"\x7fELF\0version=0.1.0\0binding=weak: no provider Module.symvers found\0name=nvidia_peermem\0",
+        );
+        let it = doctor_item(&t).unwrap();
+        assert_eq!(it.status, Status::Pass, "{it:?}");
+        assert_eq!(it.value, format!("0.1.0 installed for {k}"));
+        assert!(it
+            .detail
+            .unwrap()
+            .ends_with("binding weak: no provider Module.symvers found"));
+    }
+
+    #[test]
+    fn not_built_says_why() {
+        let k = "7.3.4+deb13-amd64";
+        // Rust metadata missing.
+        let t = tree("meta");
+        mk(&t, "var/lib/dkms/peermem-rs/0.1.0/source/dkms.conf", b"");
+        mk(
+            &t,
+            &format!("lib/modules/{k}/build/.config"),
+            b"CONFIG_RUST=y\n",
+        );
+        let it = doctor_item(&t).unwrap();
+        assert_eq!(
+            (it.status, it.value.as_str()),
+            (Status::Warn, &*format!("0.1.0 not built for {k}"))
+        );
+        assert!(
+            it.detail.as_deref().unwrap().contains("no Rust metadata"),
+            "{it:?}"
+        );
+        assert!(it.remedy.as_deref().unwrap().contains(&format!(
+            "peermem-rust-metadata {k} && dkms autoinstall -k {k}"
+        )));
+        // No headers.
+        let t = tree("hdr");
+        mk(&t, "var/lib/dkms/peermem-rs/0.1.0/source/dkms.conf", b"");
+        let it = doctor_item(&t).unwrap();
+        assert!(
+            it.detail
+                .as_deref()
+                .unwrap()
+                .starts_with("no kernel build tree"),
+            "{it:?}"
+        );
+        // CONFIG_RUST off (read from /boot/config-K): only information.
+        let t = tree("norust");
+        mk(&t, "var/lib/dkms/peermem-rs/0.1.0/source/dkms.conf", b"");
+        mk(
+            &t,
+            &format!("boot/config-{k}"),
+            b"# CONFIG_RUST is not set\n",
+        );
+        let it = doctor_item(&t).unwrap();
+        assert_eq!(it.status, Status::Info, "{it:?}");
+        assert!(
+            it.detail
+                .as_deref()
+                .unwrap()
+                .starts_with("CONFIG_RUST is not set"),
+            "{it:?}"
+        );
+    }
+
+    #[test]
+    fn check_line_splits_into_problem_and_remedy() {
+        let k = "7.3.4+deb13-amd64";
+        let l = format!("peermem-rs: kernel {k}: the kernel was built with 'rustc 1.85.1' but the host has rustc: rustc 1.91.1; install the rustc of the Debian release");
+        assert_eq!(
+            split_check_line(&l, k),
+            Some((
+                "the kernel was built with 'rustc 1.85.1' but the host has rustc: rustc 1.91.1"
+                    .into(),
+                "install the rustc of the Debian release".into()
+            ))
+        );
+        assert_eq!(split_check_line("peermem-rs: kernel 6.1: x; y", k), None);
+        assert_eq!(split_check_line("something else", k), None);
+    }
+}
