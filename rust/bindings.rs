@@ -33,7 +33,7 @@ pub(crate) use generated::{
 /// The C glue of the module (rust/glue.c).
 pub(crate) mod glue {
     pub(crate) use super::generated::{
-        peermem_core_register_fn, peermem_core_unregister_fn, peermem_current_process,
+        peermem_binding, peermem_core_register_fn, peermem_core_unregister_fn, peermem_current_process,
         peermem_debugfs_create, peermem_debugfs_remove, peermem_defer, peermem_defer_exit,
         peermem_defer_init, peermem_dev_to_pci, peermem_dma_max_seg_size, peermem_module_get,
         peermem_module_put, peermem_msleep, peermem_now_ns, peermem_nvidia_api,

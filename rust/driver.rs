@@ -116,12 +116,13 @@ impl kernel::Module for PeermemRs {
             .map_err(|_| pr_warn!("no debugfs: stats are not available\n"))
             .ok();
         pr_info!(
-            "version {} loaded: client '{}', mode {}{} (kernel {})\n",
+            "version {} loaded: client '{}', mode {}{} (kernel {}, binding {})\n",
             glue::version(),
             name,
             mode.name(),
             if requested.is_none() { " (auto)" } else { "" },
-            crate::compat::KERNEL_SERIES
+            crate::compat::KERNEL_SERIES,
+            glue::binding()
         );
         Ok(PeermemRs {
             debugfs,

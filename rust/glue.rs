@@ -27,6 +27,14 @@ pub(crate) fn version() -> &'static str {
     static_str(unsafe { glue::peermem_version() })
 }
 
+/// How the providers' entry points were bound at build time (also the
+/// `binding` field of modinfo): CRC-checked against their Module.symvers,
+/// or weak, by name only (the fallback).
+pub(crate) fn binding() -> &'static str {
+    // SAFETY: no preconditions; returns a string literal.
+    static_str(unsafe { glue::peermem_binding() })
+}
+
 /// The `peer_client_name` module parameter.
 pub(crate) fn param_client_name() -> &'static str {
     // SAFETY: no preconditions; returns the parameter's string.

@@ -45,6 +45,8 @@ rmmod simclient_good
 log_mark auto
 check "insmod (auto, persistent API present)" insmod "$KO"
 check "auto picked persistent, and says so" grep -qE "peermem_rs: version .* loaded: client 'nv_mem', mode persistent \(auto\)" <(log_since auto)
+check "the load line names the binding (the bench builds the weak fallback: no provider Module.symvers)" \
+  grep -qE "loaded: .*, binding weak: no provider Module.symvers found\)$" <(log_since auto)
 check "/sys/kernel/mm/memory_peers/nv_mem/version exists (NCCL/UCX detection)" test -f /sys/kernel/mm/memory_peers/nv_mem/version
 check "its version is ours" grep -qx "$(cat "$PEERMEM/src/$(uname -r)/VERSION")" /sys/kernel/mm/memory_peers/nv_mem/version
 check "stats say mode persistent" test "$(pm_stat mode)" = persistent
