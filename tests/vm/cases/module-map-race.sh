@@ -12,12 +12,11 @@
 
 check "providers + peermem_rs mode=invalidate" pm_up mode=invalidate || finish
 # After a free in the prologue the driver reads the freed table
-# (driver_reads): a KASAN report on the debug kernel, which would switch
-# lockdep off for the rest of the boot.  There this case checks only the
-# module's part (any read of the freed table by the module is still a
-# KASAN report); hazard-map-prologue runs the driver's reads in the
-# negative controls' boot.
-[ "$(debug_kernel)" = yes ] && param nvidia_p2p_sim driver_reads 0
+# (driver_reads): a KASAN report on the debug kernel, where sim_load turns
+# the reads off and this case checks only the module's part (any read of
+# the freed table by the module is still a KASAN report);
+# hazard-map-prologue runs the driver's reads in the negative controls'
+# boot.
 for site in map_prologue map_epilogue; do
   check "cudaFree in dma_map_pages' $site: ibv_reg_mr fails with EFAULT" \
     sim_run "A=gpu alloc 2M fragmented:2; gpu hook $site 1; !EFAULT core reg \$A 2M; gpu get hook.$site; gpu get pins; gpu get mappings; gpu get allocations"

@@ -60,12 +60,9 @@ provoke foreign_va 'A=gpu alloc 1M; !EFAULT core reg $A 1M'
 provoke put_in_callback "$FREE"
 provoke api_in_callback "$FREE"
 # The driver reads the mapping a dma_unmap_pages is given (driver_reads):
-# after the callback freed it, a KASAN report on the debug kernel, which
-# would switch lockdep off for the rest of the boot: there the violation
-# is checked without the read.
-[ "$(debug_kernel)" = yes ] && param nvidia_p2p_sim driver_reads 0
+# after the callback freed it, a KASAN report on the debug kernel, where
+# sim_load turns the reads off: there the violation is checked without it.
 provoke use_after_free_callback "$FREE"
-param nvidia_p2p_sim driver_reads 1
 # dma_unmap_pages takes no API lock in the real driver: from inside a free
 # callback it works, and is no violation (simclient_bad's unmap_in_callback
 # does it).
