@@ -195,10 +195,11 @@ const COMPETITORS: [&CStr; 3] = [c"nvidia_peermem", c"nv_peer_mem", c"peermem_rs
 /// none).
 pub(crate) fn competing_module(this: &'static ThisModule) -> Option<&'static CStr> {
     let m = this.as_ptr();
-    // SAFETY: `m` is THIS_MODULE, valid while we are loaded.  The loader set
-    // `mkobj.kobj.kset` to `module_kset` (mod_sysfs_init) and filled `name`
-    // (NUL-terminated within MODULE_NAME_LEN) before calling our init, and
-    // changes neither until after our exit.
+    // The loader set `mkobj.kobj.kset` to `module_kset` (mod_sysfs_init)
+    // and filled `name` before calling our init, and changes neither until
+    // after our exit.
+    // SAFETY: `m` is THIS_MODULE, valid while loaded; `name` is
+    // NUL-terminated within MODULE_NAME_LEN (see above).
     let (kset, own) = unsafe {
         (
             (*m).mkobj.kobj.kset,
@@ -212,9 +213,10 @@ pub(crate) fn competing_module(this: &'static ThisModule) -> Option<&'static CSt
         if name == own {
             return false;
         }
-        // SAFETY: `kset` is `module_kset` (above), a kset that lives as long
-        // as the kernel; `name` is NUL-terminated.  kset_find_obj takes the
-        // kset's list lock and returns a counted reference or NULL.
+        // kset_find_obj takes the kset's list lock and returns a counted
+        // reference or NULL.
+        // SAFETY: `kset` is `module_kset` (above), which lives as long as
+        // the kernel; `name` is NUL-terminated.
         let k = unsafe { kernel::bindings::kset_find_obj(kset, name.as_ptr().cast()) };
         if k.is_null() {
             return false;
