@@ -427,9 +427,6 @@ pub(crate) struct Pins {
     mapping: Option<DmaMapping>,
     unmapping: bool,
     revoked: bool,
-    /// Negative control only: a page table the driver freed.
-    #[cfg(peermem_plant_use_after_callback)]
-    stale: Option<usize>,
 }
 
 impl Pins {
@@ -441,8 +438,6 @@ impl Pins {
             mapping: None,
             unmapping: false,
             revoked: false,
-            #[cfg(peermem_plant_use_after_callback)]
-            stale: None,
         }
     }
 
@@ -546,23 +541,6 @@ impl Pins {
         self.unmapping = false;
     }
 
-    /// Negative control (PEERMEM_PLANT=use_after_callback, never in the
-    /// product): reads the entry count of a table the driver freed after
-    /// its free callback -- a use after free.
-    #[cfg(peermem_plant_use_after_callback)]
-    #[inline(never)] // KASAN's report must name it (tests/vm/selfcheck.list)
-    pub(crate) fn touch_stale(&mut self) -> u32 {
-        match self.stale.take() {
-            // SAFETY: none: this is the planted bug (the driver freed the
-            // table when the callback returned).
-            Some(p) => unsafe {
-                let t = p as *const nvidia_p2p_page_table;
-                core::ptr::read_volatile(&raw const (*t).entries)
-            },
-            None => 0,
-        }
-    }
-
     /// Takes the pin out to release it.
     pub(crate) fn take_table(&mut self) -> Option<PageTable> {
         self.table.take()
@@ -593,12 +571,6 @@ impl Pins {
         }
         self.revoked = true;
         if let Some(t) = self.table.take() {
-            // Negative control (PEERMEM_PLANT=use_after_callback, never in
-            // the product): the table's address outlives the callback.
-            #[cfg(peermem_plant_use_after_callback)]
-            {
-                self.stale = Some(t.ptr.as_ptr() as usize);
-            }
             t.forget();
         }
         if let Some(m) = self.mapping.take() {

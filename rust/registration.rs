@@ -450,9 +450,6 @@ impl Registration {
     fn finish_unpin(&self, table: PageTable) {
         let unpinned = match self.client.mode {
             Mode::Persistent => Some(self.unpin_persistent(table)),
-            // Negative control (PEERMEM_PLANT=stale_put, never in the
-            // product): the put bypasses the gate.
-            Mode::Invalidate if cfg!(peermem_plant_stale_put) => self.unpin_unless_revoked(table),
             Mode::Invalidate => self
                 .client
                 .gate
@@ -568,12 +565,6 @@ impl Registration {
                 other => break (orphan, other),
             }
         };
-        // Negative control (PEERMEM_PLANT=put_in_callback, never in the
-        // product): a put_pages from inside the driver's free callback.
-        #[cfg(peermem_plant_put_in_callback)]
-        if let Some(t) = inner.pins.take_table() {
-            let _ = self.client.nvidia.unpin(t);
-        }
         let (mut ran, mut callback) = (ran, inner.callback.take());
         let revoked = loop {
             match inner.pins.revoke(ran, callback) {
@@ -649,8 +640,6 @@ impl PeerMemoryClient for Client {
     }
 
     fn release(reg: Arc<Registration>) {
-        #[cfg(peermem_plant_use_after_callback)]
-        let _ = reg.inner.lock().pins.touch_stale();
         reg.unpin();
         // After an invalidation with PEER_MEM_INVALIDATE_UNMAPS the core
         // only cleared its copy of our SG table: it is ours to free.

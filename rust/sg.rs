@@ -93,14 +93,10 @@ impl OwnedSgTable {
 
 impl Drop for OwnedSgTable {
     fn drop(&mut self) {
-        // (Negative control PEERMEM_PLANT=leak_sg, never in the product:
-        // the SG table is never freed.)
-        if !cfg!(peermem_plant_leak_sg) {
-            // SAFETY: set up by sg_alloc_table and freed only here (type
-            // invariant).
-            unsafe { glue::peermem_sg_free(&mut self.table) };
-            STATS.sg_table_freed();
-        }
+        // SAFETY: set up by sg_alloc_table and freed only here (type
+        // invariant).
+        unsafe { glue::peermem_sg_free(&mut self.table) };
+        STATS.sg_table_freed();
     }
 }
 

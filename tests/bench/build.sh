@@ -26,14 +26,19 @@ mkdir -p "$ROOT$IDSRC"
 rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
   --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$IDSRC/"
 
-# The stress campaign's negative controls (PEERMEM_PLANTS="leak_sg ...",
-# set by run.sh only when a plant-* case runs): the module with that bug
-# planted, peermem_plant_<bug>.ko, each from a copy of its own.
+# The negative controls (PEERMEM_PLANTS="leak_sg ...", set by run.sh only
+# when a plant-* case runs): the module with that bug planted,
+# peermem_plant_<bug>.ko, each from a copy of its own with
+# tests/plants/<bug>.patch applied (the product source holds no planted
+# bug).  A patch that no longer applies fails the build with its name.
 plant_dirs=
 for p in ${PEERMEM_PLANTS:-}; do
   mkdir -p "$ROOT$SRC-plant-$p"
   rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
     --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$SRC-plant-$p/"
+  if ! patch -s -p1 -d "$ROOT$SRC-plant-$p" < "$TOP/tests/plants/$p.patch"; then
+    echo "BUILD-FAIL $KVER peermem_plant_$p: tests/plants/$p.patch does not apply to rust/"; exit 1
+  fi
   plant_dirs="$plant_dirs $SRC-plant-$p"
 done
 
@@ -46,7 +51,7 @@ for d in $dirs; do
   name=${d#$SRC}; name=${name#/}; name=${name:-peermem_rs}; extra=
   [ "$d" = "$SRC" ] && extra=CLIPPY=1
   [ "$d" = "$IDSRC" ] && { name=nvidia_peermem; extra=PEERMEM_NAME=nvidia_peermem; }
-  case $d in "$SRC"-plant-*) name=peermem_plant_${d#"$SRC"-plant-}; extra=PEERMEM_PLANT=${d#"$SRC"-plant-};; esac
+  case $d in "$SRC"-plant-*) name=peermem_plant_${d#"$SRC"-plant-}; extra=PEERMEM_NAME=$name;; esac
   if ! in_root make -s -C "$KDIR" M="$d" $LLVM $extra KBUILD_EXTRA_SYMBOLS="$symvers" modules > "$ROOT$d/build.log" 2>&1; then
     echo "BUILD-FAIL $KVER $name"; grep -E 'error|warning' -A5 "$ROOT$d/build.log" | head -60; cat "$ROOT$d/build.log" | tail -20
     status=1; continue

@@ -10,7 +10,7 @@
 # same process registers another buffer.  Our pin/put gate keeps that pin
 # out of the driver until the late put returned (it found no pin), so the
 # new pin is never the one the late put names.  Without the gate
-# (PEERMEM_PLANT=stale_put, the plant-stale-put control) the new pin gets
+# (tests/plants/stale_put.patch, the plant-stale-put control) the new pin gets
 # the freed table's address and the late put releases it:
 # put_released_other_pin, and the new MR's DMA goes to unpinned memory.
 . "${vmstage:-/peermem}/vm/lib.sh"

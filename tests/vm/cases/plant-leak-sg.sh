@@ -1,7 +1,7 @@
 #!/bin/bash
 # plant-leak-sg: negative control (tests/vm/selfcheck.list, never in suite.list): the
 # stress campaign against peermem_plant_leak_sg.ko, the module built with
-# PEERMEM_PLANT=leak_sg (see Kbuild).  It MUST fail: the campaign has to
+# tests/plants/leak_sg.patch.  It MUST fail: the campaign has to
 # catch the planted bug.
 export STRESS_MODULE=peermem_plant_leak_sg
 # The invalidating mode only: the one with free callbacks (and cheap on

@@ -1,7 +1,7 @@
 #!/bin/bash
 # plant-stale-put: negative control (tests/vm/selfcheck.list, never in
 # suite.list): module-stale-put against peermem_plant_stale_put.ko, the
-# module built with PEERMEM_PLANT=stale_put (its puts bypass the pin/put
+# module built with tests/plants/stale_put.patch (its puts bypass the pin/put
 # gate).  It MUST fail: a late put releases the new pin.
 export PM_MODULE=peermem_plant_stale_put
 [ -f "${vmstage:-/peermem}/mods/$(uname -r)/$PM_MODULE.ko" ] || { echo "FAIL - $PM_MODULE.ko was not built"; exit 1; }

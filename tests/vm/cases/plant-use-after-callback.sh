@@ -1,7 +1,7 @@
 #!/bin/bash
 # plant-use-after-callback: negative control (tests/vm/selfcheck.list, never in suite.list): the
 # stress campaign against peermem_plant_use_after_callback.ko, the module built with
-# PEERMEM_PLANT=use_after_callback (see Kbuild).  It MUST fail: the campaign has to
+# tests/plants/use_after_callback.patch.  It MUST fail: the campaign has to
 # catch the planted bug.
 export STRESS_MODULE=peermem_plant_use_after_callback
 # The invalidating mode only: the one with free callbacks (and cheap on
