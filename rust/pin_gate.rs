@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use kernel::sync::{CondVar, Mutex};
 use kernel::{new_condvar, new_mutex};
 
-use crate::logic::gate::Gate;
+use crate::logic::gate::{Gate, Side};
 use crate::stats::STATS;
 
 /// Revocable pins, and the puts and DMA maps naming revocable pins' tables,
@@ -37,28 +37,21 @@ impl PinGate {
     /// a revocable pin's table is in flight, keeping new ones out until it
     /// returned.
     pub(crate) fn pin<T>(&self, pin: impl FnOnce() -> T) -> T {
-        let mut g = self.state.lock();
-        let mut waiting = false;
-        while !g.pin_enter(waiting) {
-            if !waiting {
-                STATS.gate_waited();
-            }
-            waiting = true;
-            self.left.wait(&mut g);
-        }
-        drop(g);
-        let r = pin();
-        self.state.lock().pin_done();
-        self.left.notify_all();
-        r
+        self.pass(Side::Pin, pin)
     }
 
     /// Runs `call` (a put or DMA map naming a revocable pin's table) while
     /// no pin is in flight, keeping pins out until it returned.
     pub(crate) fn use_table<T>(&self, call: impl FnOnce() -> T) -> T {
+        self.pass(Side::Table, call)
+    }
+
+    /// Runs `call` on `side` of the gate: waits until that side may enter,
+    /// calls without the gate's lock held, then leaves.
+    fn pass<T>(&self, side: Side, call: impl FnOnce() -> T) -> T {
         let mut g = self.state.lock();
         let mut waited = false;
-        while !g.put_enter() {
+        while !g.enter(side, waited) {
             if !waited {
                 STATS.gate_waited();
             }
@@ -67,7 +60,7 @@ impl PinGate {
         }
         drop(g);
         let r = call();
-        self.state.lock().put_done();
+        self.state.lock().leave(side);
         self.left.notify_all();
         r
     }

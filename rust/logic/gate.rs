@@ -27,6 +27,15 @@
 //! registrations), and each side waits only for calls that need nothing
 //! from it.  Persistent pins have no callback: they never pass the gate.
 
+/// Which side of the gate a driver call is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// A revocable pin (`get_pages`).
+    Pin,
+    /// A call naming a revocable pin's table (`put_pages`, `dma_map_pages`).
+    Table,
+}
+
 /// The gate's state, kept under one lock by its owner.
 #[derive(Debug, Default)]
 pub struct Gate {
@@ -86,6 +95,24 @@ impl Gate {
         self.pinning = false;
     }
 
+    /// A call on `side` asks to enter; `waited`: it asked before and
+    /// waited.  `true`: it may call the driver now (and must call
+    /// [`Gate::leave`] after), `false`: wait and ask again.
+    pub fn enter(&mut self, side: Side, waited: bool) -> bool {
+        match side {
+            Side::Pin => self.pin_enter(waited),
+            Side::Table => self.put_enter(),
+        }
+    }
+
+    /// A call on `side` returned from the driver.
+    pub fn leave(&mut self, side: Side) {
+        match side {
+            Side::Pin => self.pin_done(),
+            Side::Table => self.put_done(),
+        }
+    }
+
     /// Revocable puts in the driver now.
     pub fn puts_in_flight(&self) -> u32 {
         self.puts
@@ -115,6 +142,18 @@ mod tests {
         g.pin_done();
         assert!(g.put_enter());
         assert_eq!(g.puts_in_flight(), 1);
+    }
+
+    #[test]
+    fn sides_dispatch() {
+        let mut g = Gate::new();
+        assert!(g.enter(Side::Table, false));
+        assert!(!g.enter(Side::Pin, false));
+        g.leave(Side::Table);
+        assert!(g.enter(Side::Pin, true));
+        assert!(!g.enter(Side::Table, false));
+        g.leave(Side::Pin);
+        assert!(g.enter(Side::Table, true));
     }
 
     #[test]
