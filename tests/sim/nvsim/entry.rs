@@ -283,6 +283,12 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
         let out = NonNull::new(dma_mapping).ok_or_else(|| bad_args(call, "dma_mapping is NULL"))?;
         API.not_in_callback(call)?;
         // Prologue, without the API lock: the table and its bookkeeping.
+        // Like the driver, it reads the table it is given, also one freed
+        // after its callback (whether in the documented window or not).
+        let freed = API.state().table_freed_by_callback(page_table as usize);
+        if freed {
+            prologue_raced(page_table as usize);
+        }
         let pro = API.state().map_prologue(page_table as usize, seq)?;
         hooks::fire(Site::MapPrologue, pro.owner, pro.va);
         let api = API.lock_for(call)?;
@@ -308,15 +314,16 @@ fn prologue_raced(table: usize) {
     // With reuse_freed=0 the header was freed for real (KFENCE may have
     // unmapped it): the read would oops the test machine, not report.
     if !sys::param::driver_reads() || !sys::param::reuse_freed() {
-        pr_info!("nvidia_p2p_dma_map_pages: the page table was freed during the call (prologue)\n");
+        pr_info!("nvidia_p2p_dma_map_pages: the page table was freed by a cudaFree (prologue)\n");
         return;
     }
-    // SAFETY: `table` was a live page table of this simulator when the
-    // prologue found it; freed since, its header is held in the object
-    // cache (reuse_freed), still allocated: the read cannot fault.
+    // `table` was a live page table of this simulator when the prologue
+    // found it; freed since, its header is held in the object cache.
+    // SAFETY: that header is still allocated (reuse_freed): the read
+    // cannot fault (driver_reads_table's contract).
     let (page_size, entries) = unsafe { crate::abi::driver_reads_table(table) };
     pr_info!(
-        "nvidia_p2p_dma_map_pages: the page table was freed during the call (prologue); the \
+        "nvidia_p2p_dma_map_pages: the page table was freed by a cudaFree (prologue); the \
          driver read page size type {:#x}, {} entries from it (the real driver can hit its \
          BUG_ON on the page size here)\n",
         page_size,
@@ -353,10 +360,10 @@ unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
         // callback is a use after free (the client's, reported below).
         let freed = API.state().mapping_freed_by_callback(dma_mapping as usize);
         if freed && sys::param::driver_reads() && sys::param::reuse_freed() {
-            // SAFETY: the simulator handed this mapping out and the driver
-            // freed it after its callback: its header is held in the object
-            // cache (reuse_freed), or never freed (an epilogue's orphan),
-            // so its memory is still allocated.
+            // The simulator handed this mapping out and the driver freed it
+            // after its callback (or never: an epilogue's orphan).
+            // SAFETY: its header is in the object cache (reuse_freed) or
+            // live, so still allocated (driver_reads_mapping's contract).
             let _ = unsafe { crate::abi::driver_reads_mapping(dma_mapping as usize) };
         }
         let pages = API.state().mapping_pages(dma_mapping as usize);

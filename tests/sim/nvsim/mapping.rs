@@ -168,6 +168,18 @@ impl StateGuard<'_> {
         Ok(ptr)
     }
 
+    /// Whether `table` is no live page table but one the driver released
+    /// after its free callback.
+    pub(crate) fn table_freed_by_callback(&self, table: usize) -> bool {
+        match self.find_table(table) {
+            Found::Retired(q) => self
+                .retired
+                .get(q)
+                .is_some_and(|r| r.how() == Released::ByCallback),
+            _ => false,
+        }
+    }
+
     /// Whether `mapping` is no live mapping but one the driver released
     /// after its free callback (or handed out in a torn-down epilogue).
     pub(crate) fn mapping_freed_by_callback(&self, mapping: usize) -> bool {

@@ -248,7 +248,14 @@ impl StateGuard<'_> {
         let verdict = self.judge(call, q, entry_seq, release);
         match stale_kind(&verdict, release) {
             None if release => Ok(()),
-            None => Err(EINVAL),
+            None => {
+                // A dma_map_pages in the documented window: the driver's
+                // hazard (its reads of the freed table: entry.rs).
+                if matches!(call, Call::DmaMapPages) {
+                    crate::violation::Event::MapRacedFree.count();
+                }
+                Err(EINVAL)
+            }
             Some(kind) => {
                 let (addr, how, releases, va, ms) =
                     self.retired.get(q).map_or((0, "?", 0, 0, 0), |r| {
