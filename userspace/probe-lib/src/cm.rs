@@ -2,7 +2,7 @@
 //! the QP the CM creates on one.
 
 use crate::verbs::ffi::{self, CmEvent, ConnParam, Ptr, RdmaCm};
-use crate::verbs::{Context, Cq, Pd, VerbsError};
+use crate::verbs::{errno_text, Context, Cq, Pd, VerbsError};
 use std::ffi::CStr;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -152,7 +152,7 @@ impl Channel {
         let e = self.next(timeout)?;
         if e.kind != kind {
             let st = if e.status < 0 {
-                crate::remedy::errno_text(-e.status)
+                errno_text(-e.status)
             } else {
                 e.status.to_string()
             };

@@ -5,7 +5,7 @@ use crate::memory::HostBuf;
 use crate::root::SysRoot;
 pub use crate::stream::{rdma_stream, Op, PostFn, Stream, XferError};
 use crate::verbs::ffi::{self, Gid};
-use crate::verbs::{Context, Cq, Mr, Pd, Qp, VerbsError};
+use crate::verbs::{Context, Cq, Mr, Pd, Qp, Step, VerbsError};
 use serde::Serialize;
 use std::rc::Rc;
 use std::time::Duration;
@@ -237,7 +237,7 @@ pub struct Loopback {
 #[derive(Debug, Clone)]
 pub enum SetupError {
     Port(String),
-    Verbs(crate::remedy::Step, VerbsError),
+    Verbs(Step, VerbsError),
 }
 
 impl std::fmt::Display for SetupError {
@@ -254,7 +254,6 @@ pub const DEPTH: u32 = 64;
 
 impl Loopback {
     pub fn new(root: &SysRoot, ctx: &Context) -> Result<Loopback, SetupError> {
-        use crate::remedy::Step;
         let port = choose_port(root, ctx).map_err(SetupError::Port)?;
         crate::trace!(
             "{}: port {} {} gid_index {:?} mtu enum {}",
@@ -276,7 +275,6 @@ impl Loopback {
 
     /// `n` fresh connected QP pairs on a fresh CQ.
     pub fn pairs(&self, n: usize) -> Result<QpPairs, SetupError> {
-        use crate::remedy::Step;
         let n = n.max(1);
         let v = |s: Step| move |e| SetupError::Verbs(s, e);
         let cq = self

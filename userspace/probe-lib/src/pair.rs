@@ -9,7 +9,7 @@ use crate::loopback::{rdma_stream, Op, Stream};
 use crate::memory::{compare, pattern, Buffer, HostBuf};
 use crate::remedy::{self, Diagnosis};
 use crate::report::{exit_code, overall, Status};
-use crate::verbs::{ffi, Cq, Mr, PollError};
+use crate::verbs::{ffi, wc_status_name, Cq, Mr, PollError};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -190,7 +190,7 @@ impl Link {
                 Err(PollError::Wc(w)) => {
                     return Err(format!(
                         "control message completed with {} (vendor_err 0x{:x}): {}",
-                        remedy::wc_status_name(w.status),
+                        wc_status_name(w.status),
                         w.vendor_err,
                         remedy::diagnose_wc(w.status, false).cause
                     ))

@@ -1,7 +1,7 @@
 //! Streams of RDMA WRITE or READ work requests over connected QPs, with
 //! every completion matched to the work request it belongs to.
 
-use crate::verbs::{ffi, Cq, PollError, VerbsError};
+use crate::verbs::{ffi, wc_status_name, Cq, PollError, VerbsError};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,7 @@ impl std::fmt::Display for XferError {
                 f,
                 "work request {} completed with {} (vendor_err 0x{:x})",
                 w.wr_id,
-                crate::remedy::wc_status_name(w.status),
+                wc_status_name(w.status),
                 w.vendor_err
             ),
             XferError::Poll(PollError::Timeout(t)) => {

@@ -10,7 +10,7 @@ use crate::remedy::{self, Context as RCtx, Diagnosis, Step};
 use crate::report::Status;
 use crate::root::SysRoot;
 use crate::sysinfo::SysState;
-use crate::verbs::{Mr, PollError, VerbsError};
+use crate::verbs::{wc_status_name, Mr, PollError, VerbsError};
 use crate::verdict::Mechanism;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -300,7 +300,7 @@ pub(super) fn transfer_keyed(
                     remedy::diagnose(Step::ConnectQp, v.errno, ctx),
                 ),
                 XferError::Poll(PollError::Wc(w)) => {
-                    row.wc_status = Some(remedy::wc_status_name(w.status));
+                    row.wc_status = Some(wc_status_name(w.status));
                     row.vendor_err = Some(w.vendor_err);
                     (None, remedy::diagnose_wc(w.status, gpu))
                 }

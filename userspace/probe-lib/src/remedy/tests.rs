@@ -106,13 +106,6 @@ fn completion_statuses() {
 }
 
 #[test]
-fn errno_texts() {
-    assert_eq!(errno_text(libc::EFAULT), "EFAULT (Bad address)");
-    assert_eq!(errno_name(libc::EOPNOTSUPP), "EOPNOTSUPP");
-    assert_eq!(errno_name(524), "ENOTSUPP");
-}
-
-#[test]
 fn cm_failures() {
     let r = diagnose_cm("connecting to 198.51.100.1:18700: expected RDMA_CM_EVENT_ESTABLISHED, got RDMA_CM_EVENT_REJECTED (status 8)").unwrap();
     assert!(r.remedy.contains("--listen"), "{r:?}");
@@ -166,15 +159,6 @@ fn remedies_name_real_devices() {
 
 #[test]
 fn completion_statuses_are_decoded() {
-    assert_eq!(
-        wc_status_name(10),
-        "IBV_WC_REM_ACCESS_ERR (remote access error)"
-    );
-    assert_eq!(
-        wc_status_name(5),
-        "IBV_WC_WR_FLUSH_ERR (work request flushed error)"
-    );
-    assert_eq!(wc_status_name(99), "unknown completion status 99");
     assert!(diagnose_wc(21, false).cause.contains("IBV_WC_GENERAL_ERR"));
     assert!(diagnose_timeout(true).cause.starts_with("timeout"));
 }

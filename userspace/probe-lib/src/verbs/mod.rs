@@ -4,9 +4,11 @@
 
 pub mod ffi;
 mod qp;
+mod status;
 
 pub use qp::Qp;
 pub(crate) use qp::{post_recv, post_send};
+pub use status::{errno_name, errno_text, wc_status_name, Step};
 
 use ffi::{Gid, Ptr, Verbs};
 use std::ffi::CStr;
@@ -22,12 +24,7 @@ pub struct VerbsError {
 
 impl std::fmt::Display for VerbsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} failed: {}",
-            self.call,
-            crate::remedy::errno_text(self.errno)
-        )
+        write!(f, "{} failed: {}", self.call, errno_text(self.errno))
     }
 }
 
@@ -64,10 +61,7 @@ pub fn device_names() -> Result<Vec<String>, String> {
         if e == libc::ENOSYS {
             return Ok(Vec::new());
         }
-        return Err(format!(
-            "ibv_get_device_list failed: {}",
-            crate::remedy::errno_text(e)
-        ));
+        return Err(format!("ibv_get_device_list failed: {}", errno_text(e)));
     }
     let mut names = Vec::new();
     for i in 0..n.max(0) as usize {
@@ -132,7 +126,7 @@ impl Context {
         if list.is_null() {
             return Err(format!(
                 "ibv_get_device_list failed: {}",
-                crate::remedy::errno_text(last_errno())
+                errno_text(last_errno())
             ));
         }
         let mut ctx: Ptr = std::ptr::null_mut();
@@ -159,7 +153,7 @@ impl Context {
         if ctx.is_null() {
             return Err(format!(
                 "ibv_open_device({name}) failed: {}",
-                crate::remedy::errno_text(err)
+                errno_text(err)
             ));
         }
         Ok(Context {
