@@ -2,6 +2,7 @@
 //! its own CQ) for every test, so one failed path never poisons the next.
 
 use crate::memory::HostBuf;
+pub use crate::rdma::{gid_string, parse_gid};
 use crate::root::SysRoot;
 pub use crate::stream::{rdma_stream, Op, PostFn, Stream, XferError};
 use crate::verbs::ffi::{self, Gid};
@@ -26,27 +27,6 @@ pub struct PortChoice {
     pub mtu: u32,
     #[serde(skip)]
     pub max_msg: u32,
-}
-
-/// Parses a sysfs GID (`fe80:0000:...`, eight groups) into bytes.
-pub fn parse_gid(s: &str) -> Option<Gid> {
-    let groups: Vec<&str> = s.trim().split(':').collect();
-    if groups.len() != 8 {
-        return None;
-    }
-    let mut g = Gid::default();
-    for (i, grp) in groups.iter().enumerate() {
-        let v = u16::from_str_radix(grp, 16).ok()?;
-        g.0[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
-    }
-    Some(g)
-}
-
-pub fn gid_string(g: &Gid) -> String {
-    g.0.chunks(2)
-        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// Picks the GID index for RoCE from (index, gid, type) entries: an
@@ -415,14 +395,5 @@ mod tests {
         assert_eq!(pick_gid(&entries[..3]), Some(1));
         assert_eq!(pick_gid(&[e(0, ll, "IB/RoCE v1")]), Some(0));
         assert_eq!(pick_gid(&[e(0, z, "RoCE v2")]), None);
-    }
-
-    #[test]
-    fn gid_round_trip() {
-        let s = "0000:0000:0000:0000:0000:ffff:c000:0201";
-        let g = parse_gid(s).unwrap();
-        assert_eq!(&g.0[10..], &[0xff, 0xff, 192, 0, 2, 1]);
-        assert_eq!(gid_string(&g), s);
-        assert!(parse_gid("fe80::1").is_none());
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::pci::PciDev;
 use crate::root::SysRoot;
+use crate::verbs::ffi::Gid;
 use serde::Serialize;
 
 /// One GID table entry.
@@ -70,9 +71,31 @@ fn hex16(s: &str) -> Option<u16> {
     u16::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
 }
 
+/// Parses a sysfs GID (`fe80:0000:...`, eight groups) into bytes.
+pub fn parse_gid(s: &str) -> Option<Gid> {
+    let groups: Vec<&str> = s.trim().split(':').collect();
+    if groups.len() != 8 {
+        return None;
+    }
+    let mut g = Gid::default();
+    for (i, grp) in groups.iter().enumerate() {
+        let v = u16::from_str_radix(grp, 16).ok()?;
+        g.0[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    Some(g)
+}
+
+/// The sysfs form of a GID: eight groups of four hex digits.
+pub fn gid_string(g: &Gid) -> String {
+    g.0.chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// The IPv4 address of an IPv4-mapped GID (`...:0000:ffff:c000:0201`).
 pub fn gid_ipv4(gid: &str) -> Option<String> {
-    let g = crate::loopback::parse_gid(gid)?;
+    let g = parse_gid(gid)?;
     (g.0[..10] == [0u8; 10] && g.0[10..12] == [0xff, 0xff])
         .then(|| format!("{}.{}.{}.{}", g.0[12], g.0[13], g.0[14], g.0[15]))
 }
@@ -100,7 +123,7 @@ pub fn ports(root: &SysRoot, dev: &str) -> Vec<RdmaPort> {
             let Some(gid) = rd(&format!("gids/{i}")) else {
                 continue;
             };
-            if crate::loopback::parse_gid(&gid).is_none_or(|g| g.0 == [0u8; 16]) {
+            if parse_gid(&gid).is_none_or(|g| g.0 == [0u8; 16]) {
                 continue;
             }
             gids.push(GidEntry {
@@ -228,5 +251,14 @@ mod tests {
         assert_eq!(p.gids.len(), 2);
         assert_eq!(p.gids[1].gid_type.as_deref(), Some("RoCE v2"));
         assert_eq!(p.gids[1].ipv4.as_deref(), Some("10.0.0.11"));
+    }
+
+    #[test]
+    fn gid_round_trip() {
+        let s = "0000:0000:0000:0000:0000:ffff:c000:0201";
+        let g = parse_gid(s).unwrap();
+        assert_eq!(&g.0[10..], &[0xff, 0xff, 192, 0, 2, 1]);
+        assert_eq!(gid_string(&g), s);
+        assert!(parse_gid("fe80::1").is_none());
     }
 }
