@@ -219,7 +219,7 @@ fn load() -> CudaState {
         let (name, bus) = unsafe {
             (
                 CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned(),
-                crate::pci::normalize_bdf(&CStr::from_ptr(bus.as_ptr()).to_string_lossy()),
+                crate::bdf::normalize_bdf(&CStr::from_ptr(bus.as_ptr()).to_string_lossy()),
             )
         };
         crate::trace!(
@@ -559,7 +559,7 @@ mod tests {
             CudaState::Missing | CudaState::Broken(_) => {}
             CudaState::Ready { gpus, .. } => {
                 for g in gpus {
-                    assert!(crate::pci::is_bdf(&g.pci_bus_id), "{}", g.pci_bus_id);
+                    assert!(crate::bdf::is_bdf(&g.pci_bus_id), "{}", g.pci_bus_id);
                 }
             }
         }

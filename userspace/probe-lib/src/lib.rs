@@ -1,6 +1,7 @@
 //! peermem-probe's engine: proves GPUDirect RDMA works on a host, or says
 //! exactly why not. The binary crate only parses arguments and prints.
 
+pub mod bdf;
 pub mod bench;
 pub mod check;
 pub mod cm;

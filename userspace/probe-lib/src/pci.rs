@@ -2,6 +2,7 @@
 //! other, and whether the bridges between them redirect peer-to-peer
 //! traffic (ACS).
 
+use crate::bdf::is_bdf;
 use crate::root::SysRoot;
 use serde::Serialize;
 
@@ -183,29 +184,6 @@ impl PciDev {
         let start = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
         let end = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
         (end > start).then(|| end - start + 1)
-    }
-}
-
-/// `dddd:bb:dd.f`
-pub fn is_bdf(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 12
-        && b[4] == b':'
-        && b[7] == b':'
-        && b[10] == b'.'
-        && s.chars()
-            .enumerate()
-            .all(|(i, ch)| matches!(i, 4 | 7 | 10) || ch.is_ascii_hexdigit())
-}
-
-/// CUDA writes bus ids as `00000000:3B:00.0`; sysfs as `0000:3b:00.0`.
-pub fn normalize_bdf(s: &str) -> String {
-    let s = s.trim().to_ascii_lowercase();
-    match s.split_once(':') {
-        Some((dom, rest)) if dom.len() > 4 && dom[..dom.len() - 4].chars().all(|c| c == '0') => {
-            format!("{}:{rest}", &dom[dom.len() - 4..])
-        }
-        _ => s,
     }
 }
 
@@ -414,15 +392,5 @@ mod tests {
         let i = parse_config(&cfg(6, Some(0x1d), 4096)[..64]);
         assert_eq!(i.port_type, PortType::Unknown);
         assert_eq!(i.acs, Acs::Unknown);
-    }
-
-    #[test]
-    fn bdf_syntax() {
-        assert!(is_bdf("0000:3b:00.0"));
-        assert!(!is_bdf("pci0000:00"));
-        assert!(!is_bdf("0000:3b:00"));
-        assert!(!is_bdf("0000:zz:00.0"));
-        assert_eq!(normalize_bdf("00000000:3B:00.0"), "0000:3b:00.0");
-        assert_eq!(normalize_bdf("0001:01:00.0"), "0001:01:00.0");
     }
 }
