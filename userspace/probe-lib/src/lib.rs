@@ -1,5 +1,26 @@
 //! peermem-probe's engine: proves GPUDirect RDMA works on a host, or says
 //! exactly why not. The binary crate only parses arguments and prints.
+//!
+//! # Layers
+//!
+//! The modules form layers, listed bottom to top. A module uses modules of
+//! its own layer or of layers below, never above, and no modules use each
+//! other in a circle. The low layers return typed errors and facts; only
+//! the diagnosis layer turns them into causes and remedies.
+//! `tests/layers.rs` reads this list and checks the sources against it.
+//!
+//! 1. `trace`, `root`, `report`, `bdf`: common ground (tracing, the
+//!    filesystem root, report types and exit codes, PCI address text).
+//! 2. `verbs`, `cm`, `cuda`: FFI to the dlopen'd libibverbs, librdmacm and
+//!    libcuda; failures are plain values (errno, completion status,
+//!    CUresult, the verbs step that failed).
+//! 3. `pci`, `rdma`, `sysinfo`, `nccl`: facts read from sysfs, procfs and
+//!    /boot.
+//! 4. `memory`, `stream`, `loopback`: host and GPU buffers, RDMA transfers
+//!    over connected QPs.
+//! 5. `remedy`, `verdict`: diagnosis, from the facts and errors below to
+//!    causes, remedies and verdicts.
+//! 6. `check`, `bench`, `pair`, `doctor`: one report per command.
 
 pub mod bdf;
 pub mod bench;
