@@ -40,6 +40,10 @@ if [ "$(debug_kernel)" = yes ] && [ -d $F ]; then
   echo 0 > $F/verbose; echo 100 > $F/probability; echo -1 > $F/times
   echo 1 > $F/min-order; echo N > $F/ignore-gfp-wait; echo N > $F/ignore-gfp-highmem
   echo Y > $F/task-filter
+  # Empty the slab caches' free lists: every kmalloc of a size whose slabs
+  # are of order >= 1 then needs a new slab, and fails, whatever the cases
+  # before this one left in them.
+  for c in /sys/kernel/slab/*/shrink; do echo 1 > "$c"; done 2> /dev/null
   # simctl locks its memory first: a page fault of its own would read the
   # 9p root filesystem, whose order-7 buffers then fail (and wedge 9p).
   check "1 GiB registration while every allocation of order >= 1 fails for this process" \
