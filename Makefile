@@ -27,7 +27,7 @@
 #   make hwtest          tests/hw/validate.sh on a real GPU + ConnectX host (ARGS=--dry-run)
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
-# A clang-built kernel (our 6.12 debug kernel) needs its modules built with LLVM=1.
+# A clang-built kernel (our debug kernel) needs its modules built with LLVM=1.
 KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLVM=1)
 
 .PHONY: all modules modules_install clean demo test bench stress vm-shell check

@@ -1,29 +1,33 @@
 #!/bin/bash
-# tests/bench/kernel-debug.sh -- our Linux 6.12 LTS debug kernel: trixie's
-# linux-source-6.12 + x86_64_defconfig + kvm_guest.config + debug-6.12.config,
-# built in the chroot with the pinned rustc and clang/lld 19 (LLVM=1: in 6.12,
-# RUST with KASAN requires a clang-built kernel; with gcc olddefconfig drops
-# RUST silently, so every option is verified).  9p and virtio are built in:
-# the VM boots it without an initramfs.  The build directory (minus objects)
-# and its installed modules are cached as a tarball keyed by source, config
-# and toolchain: a warm run unpacks the source and that tarball (~20 s)
-# instead of building (~13 min on 2 cores).
+# tests/bench/kernel-debug.sh -- our debug kernel: Debian's patched source
+# ($DEBUG_KERNEL_SRC, so Debian's module-loader patches are in it) +
+# x86_64_defconfig + kvm_guest.config + debug-kernel.config, built in the
+# chroot with the pinned rustc and clang/lld 19 (LLVM=1: RUST with KASAN
+# requires a clang-built kernel; with gcc olddefconfig drops RUST silently,
+# so every option is verified).  Symbol versions are on (MODVERSIONS, with
+# gendwarfksyms and therefore full DWARF).  9p and virtio are built in: the
+# VM boots it without an initramfs.  The build directory (minus objects) and
+# its installed modules are cached as a tarball keyed by source, config and
+# toolchain: a warm run unpacks the source and that tarball (~30 s) instead
+# of building (~25 min on 2 cores).
 . "$(dirname "$0")/lib.sh"
 KREL=$DEBUG_KERNEL
 bench_lock "kernel-$KREL-$CHROOT_KEY"
 # Bump when this script changes what it builds.
 KERNEL_REV=1
-key=$(cat "$BENCH/debug-6.12.config" | { cat; echo "$DEBUG_KERNEL_SRCVER $RUSTC_PKGVER $LLVM_PKGVER $KREL $KERNEL_REV"; } |
+key=$(cat "$BENCH/debug-kernel.config" | { cat; echo "$DEBUG_KERNEL_SRCVER $RUSTC_PKGVER $LLVM_PKGVER $KREL $KERNEL_REV"; } |
       sha256sum | cut -c1-12)
 # Each configuration builds in a directory of its own; /build/kernel-$KREL
 # (what the other scripts use) is switched to it once it is complete.
-S=/build/linux-source-6.12; O=/build/kernel-$KREL-$key; CURRENT=/build/kernel-$KREL
+# The source has a directory of its own: kernel-debian.sh unpacks and removes
+# the same linux-source package in /build for the Debian kernels' metadata.
+SRCDIR=/build/debug-src; S=$SRCDIR/$DEBUG_KERNEL_SRC; O=/build/kernel-$KREL-$key; CURRENT=/build/kernel-$KREL
 stamp_ok "kernel-$KREL-$key" && [ "$(readlink "$ROOT$CURRENT")" = "${O##*/}" ] && exit 0
 tarball=$CACHE/kernel-$KREL-$key.tar.zst
 MK="nice make -C $S O=$O -j$(nproc) LLVM=1 LOCALVERSION=$DEBUG_KERNEL_LOCALVERSION"
 if [ ! -d "$ROOT$S" ]; then
   log "unpack $DEBUG_KERNEL_SRC"
-  mkdir -p "$ROOT/build"; in_root nice tar -C /build -xf /usr/src/$DEBUG_KERNEL_SRC.tar.xz
+  mkdir -p "$ROOT$SRCDIR"; in_root nice tar -C $SRCDIR -xf /usr/src/$DEBUG_KERNEL_SRC.tar.xz
 fi
 if [ -f "$tarball" ]; then
   log "restoring the debug kernel from $tarball"
@@ -32,7 +36,7 @@ if [ -f "$tarball" ]; then
 else
   rm -rf "$ROOT$O"; mkdir -p "$ROOT$O"
   in_root $MK x86_64_defconfig kvm_guest.config > /dev/null
-  cp "$BENCH/debug-6.12.config" "$ROOT$O/bench.config"
+  cp "$BENCH/debug-kernel.config" "$ROOT$O/bench.config"
   in_root $S/scripts/kconfig/merge_config.sh -m -O $O $O/.config $O/bench.config > /dev/null
   in_root $MK olddefconfig > /dev/null
   miss=0
@@ -42,9 +46,9 @@ else
       "# CONFIG_"*" is not set") o=${line#\# }; o=${o%% *}
         grep -q "^$o=" "$ROOT$O/.config" && { echo "  wanted $o off, got it on"; miss=1; } ;;
     esac
-  done < "$BENCH/debug-6.12.config"
-  [ $miss = 0 ] || die "olddefconfig did not keep debug-6.12.config (see above)"
-  log "building $KREL (bzImage + modules, LLVM=1; ~13 min on 2 cores)"
+  done < "$BENCH/debug-kernel.config"
+  [ $miss = 0 ] || die "olddefconfig did not keep debug-kernel.config (see above)"
+  log "building $KREL (bzImage + modules, LLVM=1, full DWARF for gendwarfksyms; ~25 min on 2 cores)"
   in_root $MK bzImage modules > "$CACHE/kernel-$KREL.log" 2>&1 ||
     { tail -40 "$CACHE/kernel-$KREL.log"; die "the debug kernel build failed (log: $CACHE/kernel-$KREL.log)"; }
   rm -rf "$ROOT/lib/modules/$KREL"
@@ -55,7 +59,7 @@ else
   log "caching the debug kernel build as $tarball"
   # Out-of-tree modules need the configured tree, Module.symvers and the Rust
   # metadata, not the objects.
-  tar -C "$ROOT" --zstd -cf "$tarball.tmp" --exclude='*.o' --exclude='*.a' --exclude='.*.cmd' \
+  tar -C "$ROOT" --zstd -cf "$tarball.tmp" --exclude='*.o' --exclude='*.a' --exclude="${O#/}/*.ko" --exclude='.*.cmd' \
       --exclude=vmlinux --exclude='.tmp_vmlinux*' --exclude='vmlinux.bin*' "${O#/}" "lib/modules/$KREL" \
     && mv "$tarball.tmp" "$tarball"
   ls -la "$tarball"

@@ -2,7 +2,7 @@
 # tests/bench/run.sh -- the suite behind `make test` (and `make demo`,
 # `make vm-shell`, `make check`):
 #   1. host prerequisites, the trixie chroot, and every kernel of the matrix
-#      (Debian's with rebuilt Rust metadata, our 6.12 debug build), cached
+#      (Debian's with rebuilt Rust metadata, our 7.3 debug build), cached
 #      under ~/.cache/peermem-rs/;
 #   2. host-side tests: `cargo test` of every cargo project in the tree
 #      (built with the chroot's pinned toolchain);

@@ -29,7 +29,7 @@ PROCS=${stress_procs:-2}
 THREADS=${stress_threads:-4}
 VARIANTS=${stress_variants:-$(core_variant)}
 # failslab (CONFIG_FAILSLAB: the debug kernel) only when asked for
-# (stress_failslab=1, e.g. `make stress KVER=6.12.107-peermemdbg FAILSLAB=1`).
+# (stress_failslab=1, e.g. `make stress KVER=7.3.4-peermemdbg FAILSLAB=1`).
 FAILSLAB=/sys/kernel/debug/failslab
 FAILSLAB_ON=${stress_failslab:-0}
 [ "$FAILSLAB_ON" = 1 ] && [ ! -d $FAILSLAB ] && skip "stress_failslab=1 but this kernel has no failslab"
