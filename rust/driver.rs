@@ -36,6 +36,17 @@ fn requested_mode() -> Result<Option<Mode>> {
 
 impl kernel::Module for PeermemRs {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        if let Some(unversioned) = glue::unversioned_refused() {
+            pr_err!(
+                "built without the symbol versions of the {unversioned}, but this kernel \
+                 checks symbol versions (CONFIG_MODVERSIONS) and would let these calls \
+                 through unchecked: rebuild against the providers' Module.symvers (DKMS \
+                 finds them; from source: make PEERMEM_SYMVERS=\"<files>\"), or load with \
+                 allow_unversioned=1 to accept it (binding {})\n",
+                glue::binding()
+            );
+            return Err(ENOEXEC);
+        }
         let requested = requested_mode()?;
         let name = glue::param_client_name();
         // A core that creates /sys/kernel/mm/memory_peers refuses a second

@@ -84,14 +84,36 @@ const char *peermem_binding(void)
 	return PEERMEM_BINDING;
 }
 
-void *peermem_core_register_fn(void)
+/*
+ * A kernel with CONFIG_MODVERSIONS checks the CRC of every symbol a module
+ * imports, but not of a symbol the module carries no version for: with
+ * extended modversions, which every Rust kernel with MODVERSIONS has, the
+ * loader only warns once ("no extended symbol version for ..."), Debian's
+ * kernels included, whose "module: Disable matching missing version CRC"
+ * covers only the basic table (kernel/module/version.c, check_version(),
+ * Debian 7.3.4-1~bpo13+1).  A build without a provider's Module.symvers
+ * would call into that provider unchecked on the very kernels that check
+ * everything else: refused, unless the admin accepts it.
+ */
+static bool allow_unversioned;
+module_param(allow_unversioned, bool, 0444);
+MODULE_PARM_DESC(allow_unversioned,
+	"On a kernel with symbol versions (CONFIG_MODVERSIONS): load a build whose provider "
+	"references carry none (built without their Module.symvers). Default N: refused");
+
+const char *peermem_unversioned_refused(void)
 {
-	return ib_register_peer_memory_client;
+#ifdef PEERMEM_UNVERSIONED
+	if (IS_ENABLED(CONFIG_MODVERSIONS) && !allow_unversioned)
+		return PEERMEM_UNVERSIONED;
+#endif
+	return NULL;
 }
 
-void *peermem_core_unregister_fn(void)
+void peermem_core_api_get(struct peermem_core_api *api)
 {
-	return ib_unregister_peer_memory_client;
+	api->register_client = ib_register_peer_memory_client;
+	api->unregister_client = ib_unregister_peer_memory_client;
 }
 
 void peermem_nvidia_api_get(struct peermem_nvidia_api *api)

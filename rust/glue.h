@@ -28,8 +28,11 @@ const char *peermem_param_mode(void);
 
 /* The peer-memory core's entry points, resolved by name when this module
  * is loaded (NULL when no loaded module exports them). */
-void *peermem_core_register_fn(void);
-void *peermem_core_unregister_fn(void);
+struct peermem_core_api {
+	ib_register_peer_memory_client_t register_client;
+	ib_unregister_peer_memory_client_t unregister_client;
+};
+void peermem_core_api_get(struct peermem_core_api *api);
 
 /* The NVIDIA driver's P2P entry points, resolved by name when this module
  * is loaded (NULL when no loaded module exports one). */
@@ -46,6 +49,10 @@ void peermem_nvidia_api_get(struct peermem_nvidia_api *api);
 /* How the providers' symbols are bound (modinfo's `binding`): "crc: FILES",
  * "weak: ...", see rust/glue.c; for the load log. */
 const char *peermem_binding(void);
+/* The providers whose references carry no symbol version, when the kernel
+ * checks symbol versions (CONFIG_MODVERSIONS) and allow_unversioned is not
+ * set: the load must be refused (rust/glue.c).  NULL otherwise. */
+const char *peermem_unversioned_refused(void);
 
 /* The process the current call runs for, as the NVIDIA driver's
  * per-process pin lookup sees it: its thread-group id, 0 for a kernel

@@ -11,40 +11,59 @@ use kernel::prelude::*;
 use crate::bindings::glue;
 
 /// A C string owned by the C side for the module's lifetime, as `&str`.
-fn static_str(ptr: *const kernel::ffi::c_char) -> &'static str {
+///
+/// # Safety
+///
+/// `ptr` is null or points to a NUL-terminated string that is neither
+/// changed nor freed while the module is loaded.
+unsafe fn static_str(ptr: *const kernel::ffi::c_char) -> &'static str {
     if ptr.is_null() {
         return "";
     }
-    // SAFETY: the glue returns NUL-terminated strings that live as long as
-    // the module (literals, or read-only 0444 module parameters).
+    // SAFETY: by this function's contract, `ptr` is a NUL-terminated string
+    // that lives as long as the module.
     let s = unsafe { CStr::from_ptr(ptr.cast()) };
     s.to_str().unwrap_or("(not UTF-8)")
 }
 
 /// The module version (the repository's VERSION file).
 pub(crate) fn version() -> &'static str {
-    // SAFETY: no preconditions; returns a string literal.
-    static_str(unsafe { glue::peermem_version() })
+    // SAFETY: peermem_version has no preconditions and returns a string
+    // literal.
+    unsafe { static_str(glue::peermem_version()) }
 }
 
 /// How the providers' entry points were bound at build time (also the
 /// `binding` field of modinfo): CRC-checked against their Module.symvers,
 /// or weak, by name only (the fallback).
 pub(crate) fn binding() -> &'static str {
-    // SAFETY: no preconditions; returns a string literal.
-    static_str(unsafe { glue::peermem_binding() })
+    // SAFETY: peermem_binding has no preconditions and returns a string
+    // literal.
+    unsafe { static_str(glue::peermem_binding()) }
+}
+
+/// The providers this build calls without symbol versions, when the kernel
+/// checks symbol versions and `allow_unversioned` is off: the load is to be
+/// refused (rust/glue.c says why).
+pub(crate) fn unversioned_refused() -> Option<&'static str> {
+    // SAFETY: peermem_unversioned_refused has no preconditions and returns
+    // NULL or a string literal.
+    let s = unsafe { static_str(glue::peermem_unversioned_refused()) };
+    (!s.is_empty()).then_some(s)
 }
 
 /// The `peer_client_name` module parameter.
 pub(crate) fn param_client_name() -> &'static str {
-    // SAFETY: no preconditions; returns the parameter's string.
-    static_str(unsafe { glue::peermem_param_client_name() })
+    // SAFETY: peermem_param_client_name has no preconditions; it returns the
+    // parameter, a read-only (0444) charp that lives as long as the module.
+    unsafe { static_str(glue::peermem_param_client_name()) }
 }
 
 /// The `mode` module parameter.
 pub(crate) fn param_mode() -> &'static str {
-    // SAFETY: no preconditions; returns the parameter's string.
-    static_str(unsafe { glue::peermem_param_mode() })
+    // SAFETY: peermem_param_mode has no preconditions; it returns the
+    // parameter, a read-only (0444) charp that lives as long as the module.
+    unsafe { static_str(glue::peermem_param_mode()) }
 }
 
 /// Monotonic clock, nanoseconds.

@@ -13,10 +13,7 @@ use core::ptr::{self, NonNull};
 use kernel::prelude::*;
 use kernel::ThisModule;
 
-use crate::bindings::{
-    glue, ib_register_peer_memory_client_t, ib_unregister_peer_memory_client_t,
-    invalidate_peer_memory, peer_memory_client, peer_memory_client_ex,
-};
+use crate::bindings::{glue, invalidate_peer_memory, peer_memory_client, peer_memory_client_ex};
 
 /// The resolved register/unregister pair.
 ///
@@ -35,28 +32,14 @@ impl PeerCore {
     /// The interface, or `None` if no loaded module exports it (this RDMA
     /// stack has none, or its module was not loaded before us).
     pub(crate) fn find() -> Option<Self> {
-        // SAFETY: the glue returns the resolved addresses of the weak
-        // references, or null; no preconditions.
-        let (reg, unreg) = unsafe {
-            (
-                glue::peermem_core_register_fn(),
-                glue::peermem_core_unregister_fn(),
-            )
-        };
-        if reg.is_null() || unreg.is_null() {
-            return None;
-        }
-        // SAFETY: non-null addresses of the functions typed in peer-mem-abi.h;
-        // a function address and `Option<fn>` have the same representation.
-        let (register, unregister) = unsafe {
-            (
-                core::mem::transmute::<*mut c_void, ib_register_peer_memory_client_t>(reg),
-                core::mem::transmute::<*mut c_void, ib_unregister_peer_memory_client_t>(unreg),
-            )
-        };
+        let mut api = glue::peermem_core_api::default();
+        // SAFETY: `api` is a valid, writable struct; the glue stores the
+        // resolved addresses of its two weak references, typed as in
+        // peer-mem-abi.h, or null.
+        unsafe { glue::peermem_core_api_get(&mut api) };
         Some(PeerCore {
-            register: register?,
-            unregister: unregister?,
+            register: api.register_client?,
+            unregister: api.unregister_client?,
         })
     }
 }
