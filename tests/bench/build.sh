@@ -42,17 +42,56 @@ for p in ${PEERMEM_PLANTS:-}; do
   plant_dirs="$plant_dirs $SRC-plant-$p"
 done
 
+# A kernel with symbol versions (CONFIG_MODVERSIONS=y: the debug kernel):
+# the product is built as DKMS builds it on a real host, against its
+# providers' Module.symvers -- the simulators', built first --, so that its
+# provider references carry their CRCs (README "Binding").  Two more builds
+# for module-modversions, in <out>/weak and <out>/skew: the weak fallback
+# (no PEERMEM_SYMVERS), and a build against a provider symvers whose CRC
+# of nvidia_p2p_get_pages differs from the simulator's (a driver other than
+# the one built against).
+modversions=; product_symvers=; variant_dirs=
+if grep -qx CONFIG_MODVERSIONS=y "$ROOT$KDIR/.config"; then
+  modversions=y; product_symvers=$SRC/tests/sim/Module.symvers
+  for v in weak skew; do
+    mkdir -p "$ROOT$SRC-$v" "$ROOT$OUT/$v"; rm -f "$ROOT$OUT/$v"/*.ko
+    rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
+      --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$SRC-$v/"
+    variant_dirs="$variant_dirs $SRC-$v"
+  done
+fi
+
+# The simulators first where the product is built against their symvers.
 dirs="$SRC $IDSRC$plant_dirs"
-for kb in "$ROOT$SRC"/tests/*/Kbuild; do [ -f "$kb" ] && dirs="$dirs ${kb%/Kbuild}"; done
+[ -n "$modversions" ] && dirs="$SRC/tests/sim $dirs$variant_dirs"
+for kb in "$ROOT$SRC"/tests/*/Kbuild; do
+  t=${kb%/Kbuild}; t=${t#"$ROOT"}
+  [ -n "$modversions" ] && [ "$t" = "$SRC/tests/sim" ] && continue
+  dirs="$dirs $t"
+done
 symvers=; status=0
 for d in $dirs; do
   d=${d#$ROOT}
   # The product is built through clippy (warnings fail the build, below).
-  name=${d#$SRC}; name=${name#/}; name=${name:-peermem_rs}; extra=
+  name=${d#$SRC}; name=${name#/}; name=${name:-peermem_rs}; extra=; kes=$symvers
   [ "$d" = "$SRC" ] && extra=CLIPPY=1
+  # The product's builds see only the providers' symvers they are given
+  # (PEERMEM_SYMVERS), as on a host: none in the weak fallback.
+  case $d in "$SRC"|"$IDSRC"|"$SRC"-*) kes=;; esac
   [ "$d" = "$IDSRC" ] && { name=nvidia_peermem; extra=PEERMEM_NAME=nvidia_peermem; }
   case $d in "$SRC"-plant-*) name=peermem_plant_${d#"$SRC"-plant-}; extra=PEERMEM_NAME=$name;; esac
-  if ! in_root make -s -C "$KDIR" M="$d" $LLVM $extra KBUILD_EXTRA_SYMBOLS="$symvers" modules > "$ROOT$d/build.log" 2>&1; then
+  case $d in "$SRC"|"$IDSRC"|"$SRC"-plant-*)
+    [ -n "$product_symvers" ] && extra="$extra PEERMEM_SYMVERS=$product_symvers";;
+  "$SRC"-weak) name="peermem_rs (weak fallback)";;
+  "$SRC"-skew)
+    name="peermem_rs (against a skewed NVIDIA symvers)"
+    while IFS=$'\t' read -r crc sym rest; do
+      [ "$sym" = nvidia_p2p_get_pages ] && crc=$(printf '0x%08x' $((crc ^ 0x5a5a5a5a)))
+      printf '%s\t%s\t%s\n' "$crc" "$sym" "$rest"
+    done < "$ROOT$product_symvers" > "$ROOT$d.symvers"
+    extra="PEERMEM_SYMVERS=$d.symvers";;
+  esac
+  if ! in_root make -s -C "$KDIR" M="$d" $LLVM $extra KBUILD_EXTRA_SYMBOLS="$kes" modules > "$ROOT$d/build.log" 2>&1; then
     echo "BUILD-FAIL $KVER $name"; grep -E 'error|warning' -A5 "$ROOT$d/build.log" | head -60; cat "$ROOT$d/build.log" | tail -20
     status=1; continue
   fi
@@ -61,8 +100,11 @@ for d in $dirs; do
     echo "BUILD-FAIL $KVER $name: compiler warnings"; grep -E 'warning' -A8 "$ROOT$d/build.log" | head -60; status=1
   fi
   # The identity build exports nothing the test modules use.
-  case $d in "$IDSRC"|"$SRC"-plant-*) ;; *) symvers="$symvers $d/Module.symvers";; esac
-  cp "$ROOT$d"/*.ko "$ROOT$OUT/" 2>/dev/null || true
+  case $d in "$IDSRC"|"$SRC"-plant-*|"$SRC"-weak|"$SRC"-skew) ;; *) symvers="$symvers $d/Module.symvers";; esac
+  case $d in
+    "$SRC"-weak|"$SRC"-skew) cp "$ROOT$d"/*.ko "$ROOT$OUT/${d#"$SRC"-}/" ;;
+    *) cp "$ROOT$d"/*.ko "$ROOT$OUT/" 2>/dev/null || true ;;
+  esac
 done
 # Import check.
 exports=$(cat "$ROOT$KDIR/Module.symvers" $(for s in $symvers; do echo "$ROOT$s"; done) 2>/dev/null | awk '{print $2}' | sort -u)

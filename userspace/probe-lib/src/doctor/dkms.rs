@@ -46,6 +46,18 @@ fn binding_of(root: &SysRoot, ko: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&b[at..end]).into_owned())
 }
 
+/// Kernel `k` checks symbol versions: `CONFIG_MODVERSIONS=y` in its
+/// `/boot/config-<k>` or its build tree's `.config`.
+fn has_modversions(root: &SysRoot, k: &str) -> bool {
+    [
+        format!("/boot/config-{k}"),
+        format!("/lib/modules/{k}/build/.config"),
+    ]
+    .iter()
+    .find_map(|p| root.read(p))
+    .is_some_and(|c| c.lines().any(|l| l == "CONFIG_MODVERSIONS=y"))
+}
+
 /// The installed module of kernel `k`, if DKMS installed one.
 fn installed_ko(root: &SysRoot, k: &str) -> Option<String> {
     ["updates/dkms", "extra"].iter().find_map(|d| {
@@ -90,8 +102,28 @@ pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
     let name = "peermem-rs DKMS";
     if let Some(ko) = installed_ko(root, k) {
         let v = format!("{version} installed for {k}");
+        let binding = binding_of(root, &ko);
+        // A build with weak, unversioned provider references refuses to
+        // load on a kernel that checks symbol versions (README "Binding").
+        if let Some(b) = binding.as_deref().filter(|b| b.contains("weak")) {
+            if has_modversions(root, k) {
+                return Some(
+                    item("kernel", name, Status::Warn, v)
+                        .detail(format!(
+                            "{ko}: binding {b}: this kernel checks symbol versions \
+                             (CONFIG_MODVERSIONS), so the module refuses to load \
+                             unless allow_unversioned=1"
+                        ))
+                        .remedy(format!(
+                            "install the providers' Module.symvers for {k} (DOCA-OFED's \
+                             mlnx-ofed-kernel-dkms; the NVIDIA driver built by DKMS or from \
+                             source), then: dkms install --force peermem-rs/{version} -k {k}"
+                        )),
+                );
+            }
+        }
         let it = item("kernel", name, Status::Pass, v);
-        return Some(match binding_of(root, &ko) {
+        return Some(match binding {
             Some(b) => it.detail(format!("{ko}: binding {b}")),
             None => it.detail(ko),
         });
@@ -194,6 +226,45 @@ mod tests {
             .detail
             .unwrap()
             .ends_with("binding weak: no provider Module.symvers found"));
+    }
+
+    #[test]
+    fn weak_build_on_a_modversions_kernel_warns() {
+        let t = tree("weakmv");
+        let k = "7.3.4+deb13-amd64";
+        mk(
+            &t,
+            &format!("var/lib/dkms/peermem-rs/0.1.0/{k}/x86_64/module/x"),
+            b"",
+        );
+        let weak =
+            b"\x7fELF\0binding=crc: /a/Module.symvers; weak: NVIDIA driver (no Module.symvers)\0";
+        mk(
+            &t,
+            &format!("lib/modules/{k}/updates/dkms/nvidia_peermem.ko"),
+            weak,
+        );
+        // Without CONFIG_MODVERSIONS: fine, the binding is shown.
+        assert_eq!(doctor_item(&t).unwrap().status, Status::Pass);
+        mk(
+            &t,
+            &format!("boot/config-{k}"),
+            b"CONFIG_RUST=y\nCONFIG_MODVERSIONS=y\n",
+        );
+        let it = doctor_item(&t).unwrap();
+        assert_eq!(it.status, Status::Warn, "{it:?}");
+        assert!(
+            it.detail
+                .as_deref()
+                .unwrap()
+                .contains("refuses to load unless allow_unversioned=1"),
+            "{it:?}"
+        );
+        assert!(it
+            .remedy
+            .as_deref()
+            .unwrap()
+            .ends_with(&format!("dkms install --force peermem-rs/0.1.0 -k {k}")));
     }
 
     #[test]
