@@ -3,9 +3,15 @@
  * nv-p2p-abi.h -- our declaration of the NVIDIA P2P kernel API that
  * nvidia.ko exports (GPL-only): pinning GPU memory and DMA-mapping it for a
  * peer PCI device.  Written from the facts in docs/facts/nvidia-p2p.md
- * (layouts checked on x86_64, LP64).  Used by peermem_rs.ko and by the
- * simulated provider nvidia_p2p_sim.ko, so both agree by construction; the
- * layout is asserted below and again on the Rust side (rust/abi.rs).
+ * (layouts checked on x86_64, LP64).  Used by peermem_rs.ko (rust/glue.c,
+ * rust/glue.h, and its Rust bindings generated from rust/bindings.h) and by
+ * the simulated providers nvidia_p2p_sim*.ko (tests/sim/nvsim), so both
+ * agree by construction, and by peer_core_sim.ko (tests/sim/coresim) and
+ * the test clients simclient_*.ko (tests/simclients/simclient.c).  The
+ * layout is asserted below and again
+ * on the Rust side (rust/abi_layout.rs, included by every crate that binds
+ * this header: rust/bindings.rs, tests/sim/nvsim/bindings.rs,
+ * tests/sim/coresim/bindings.rs).
  */
 #ifndef PEERMEM_NV_P2P_ABI_H
 #define PEERMEM_NV_P2P_ABI_H

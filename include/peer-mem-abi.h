@@ -3,8 +3,13 @@
  * peer-mem-abi.h -- our declaration of the RDMA core's peer-memory client
  * interface (MLNX_OFED / DOCA-OFED, NVIDIA and Ubuntu kernels; not in
  * mainline), written from docs/facts/peer-memory-core.md.  Used by
- * peermem_rs.ko (the client) and by the simulated core peer_core_sim.ko.
- * Layout asserted here and on the Rust side (rust/abi.rs).
+ * peermem_rs.ko (the client: rust/glue.c, and its Rust bindings generated
+ * from rust/bindings.h), by the simulated core peer_core_sim.ko
+ * (tests/sim/coresim) and by the test clients simclient_*.ko
+ * (tests/simclients/simclient.c).  Layout asserted here and on the Rust side
+ * (rust/abi_layout.rs, included by every crate that binds this header:
+ * rust/bindings.rs, tests/sim/nvsim/bindings.rs,
+ * tests/sim/coresim/bindings.rs).
  */
 #ifndef PEERMEM_PEER_MEM_ABI_H
 #define PEERMEM_PEER_MEM_ABI_H
