@@ -3,7 +3,6 @@
 //! Safe wrappers of the module's C glue (rust/glue.c): version, module
 //! parameters, this module's reference count, the clock and debugfs.
 
-use core::ffi::CStr;
 use core::ptr::NonNull;
 
 use kernel::prelude::*;
@@ -22,7 +21,7 @@ unsafe fn static_str(ptr: *const kernel::ffi::c_char) -> &'static str {
     }
     // SAFETY: by this function's contract, `ptr` is a NUL-terminated string
     // that lives as long as the module.
-    let s = unsafe { CStr::from_ptr(ptr.cast()) };
+    let s = unsafe { CStr::from_char_ptr(ptr) };
     s.to_str().unwrap_or("(not UTF-8)")
 }
 

@@ -7,7 +7,7 @@
 //! client's module ([`competing_module`]) on cores that accept a second
 //! client of the same name.
 
-use core::ffi::{c_void, CStr};
+use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 
 use kernel::prelude::*;
@@ -186,7 +186,7 @@ pub(crate) fn competing_module(this: &'static ThisModule) -> Option<&'static CSt
     let (kset, own) = unsafe {
         (
             (*m).mkobj.kobj.kset,
-            CStr::from_ptr((*m).name.as_ptr().cast()),
+            CStr::from_char_ptr((*m).name.as_ptr()),
         )
     };
     if kset.is_null() {
@@ -200,7 +200,7 @@ pub(crate) fn competing_module(this: &'static ThisModule) -> Option<&'static CSt
         // reference or NULL.
         // SAFETY: `kset` is `module_kset` (above), which lives as long as
         // the kernel; `name` is NUL-terminated.
-        let k = unsafe { kernel::bindings::kset_find_obj(kset, name.as_ptr().cast()) };
+        let k = unsafe { kernel::bindings::kset_find_obj(kset, name.as_char_ptr()) };
         if k.is_null() {
             return false;
         }

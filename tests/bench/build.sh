@@ -85,10 +85,9 @@ for d in $dirs; do
   "$SRC"-weak) name="peermem_rs (weak fallback)";;
   "$SRC"-skew)
     name="peermem_rs (against a skewed NVIDIA symvers)"
-    while IFS=$'\t' read -r crc sym rest; do
-      [ "$sym" = nvidia_p2p_get_pages ] && crc=$(printf '0x%08x' $((crc ^ 0x5a5a5a5a)))
-      printf '%s\t%s\t%s\n' "$crc" "$sym" "$rest"
-    done < "$ROOT$product_symvers" > "$ROOT$d.symvers"
+    crc=$(awk -F'\t' '$2 == "nvidia_p2p_get_pages" { print $1; exit }' "$ROOT$product_symvers")
+    sed "s/^$crc\tnvidia_p2p_get_pages\t/$(printf '0x%08x' $((crc ^ 0x5a5a5a5a)))\tnvidia_p2p_get_pages\t/" \
+      "$ROOT$product_symvers" > "$ROOT$d.symvers"
     extra="PEERMEM_SYMVERS=$d.symvers";;
   esac
   if ! in_root make -s -C "$KDIR" M="$d" $LLVM $extra KBUILD_EXTRA_SYMBOLS="$kes" modules > "$ROOT$d/build.log" 2>&1; then

@@ -16,11 +16,26 @@ check "modinfo documents the mode parameter" grep -qE '^parm: +mode:.*persistent
 check "modinfo documents the client name parameter" grep -qE '^parm: +peer_client_name:.*nv_mem' <<< "$info"
 check "modinfo has a softdep on its providers" grep -qE '^softdep: +pre: ib_uverbs nvidia' <<< "$info"
 check "vermagic matches the running kernel" test "$(awk '$1 == "vermagic:" {print $2}' <<< "$info")" = "$(uname -r)"
-check "no peer-memory symbols linked (looked up at load time)" \
-  bash -c "! modinfo -F depends '$KO' | grep -q ." 
+binding=$(modinfo -F binding "$KO")
+case $binding in
+  "weak: no provider Module.symvers found")
+    check "no provider symbols linked (looked up at load time)" \
+      bash -c "! modinfo -F depends '$KO' | grep -q ."
+    nvidia= ;;
+  *) # Built against the simulators' Module.symvers (a kernel with symbol
+     # versions, module-modversions): modpost names both providers, and the
+     # NVIDIA references are strong.
+    deps=$(modinfo -F depends "$KO" | tr , '\n')
+    check "binding '$binding': depends on both providers ($(paste -sd, <<< "$deps"))" \
+      test "$(grep -cx peer_core_sim <<< "$deps"),$(grep -cxE 'nvidia_p2p_sim(_plain)?' <<< "$deps")" = 1,1
+    fails_with "... without the NVIDIA driver the loader refuses it" 'Unknown symbol' insmod "$KO"
+    check "with the NVIDIA driver only" insmod "$MODS/nvidia_p2p_sim.ko" || finish
+    nvidia=nvidia_p2p_sim ;;
+esac
 log_mark load
 fails_with "insmod without a peer-memory core fails with ENODEV" 'No such device' insmod "$KO"
 check "one log line names the missing core and the remedy" \
   grep -qE 'peermem_rs: no peer-memory support \(ib_register_peer_memory_client not found\): load ib_uverbs first .* install MLNX_OFED/DOCA-OFED, or register GPU memory with dma-buf' <(log_since load)
 check "not left loaded" bash -c '! grep -q "^peermem_rs " /proc/modules'
+[ -z "$nvidia" ] || check "unload $nvidia" rmmod "$nvidia"
 finish

@@ -46,7 +46,7 @@ check "rmmod" rmmod "$PM_MODULE"
 
 # The weak fallback: let through by the kernel, refused by peermem_rs.
 log_mark weak
-fails_with "the weak fallback: refused (ENOEXEC)" 'Exec format error' insmod "$MODS/weak/peermem_rs.ko"
+fails_with "the weak fallback: refused (ENOEXEC, kmod's 'Invalid module format')" 'Invalid module format|Exec format error' insmod "$MODS/weak/peermem_rs.ko"
 check "... one line says why and what to do" \
   grep -qE "peermem_rs: built without the symbol versions of the peer-memory core and NVIDIA driver, but this kernel checks symbol versions \(CONFIG_MODVERSIONS\) and would let these calls through unchecked: rebuild against the providers' Module.symvers .*allow_unversioned=1 .*\(binding weak: no provider Module.symvers found\)$" <(log_since weak)
 check "... the kernel's loader had let it through with a warning only (no extended symbol version for ...)" \
@@ -60,7 +60,7 @@ check "rmmod" rmmod "$PM_MODULE"
 
 # Another driver's CRC: the kernel refuses the module before it runs.
 log_mark skew
-fails_with "a build against another nvidia_p2p_get_pages CRC: the kernel refuses it" 'Invalid argument' \
+fails_with "a build against another nvidia_p2p_get_pages CRC: the kernel refuses it (EINVAL)" 'Invalid (argument|parameters)' \
   insmod "$MODS/skew/peermem_rs.ko"
 check "... saying which symbol disagrees" \
   grep -q "peermem_rs: disagrees about version of symbol nvidia_p2p_get_pages" <(log_since skew)
