@@ -113,7 +113,8 @@ run_case() { # run_case NAME -- run one case, print its verdict lines
   fi
   reports=$(log_reports "$name")
   if [ -n "$reports" ]; then
-    echo "FAIL - the kernel log shows reports while '$name' ran:"
+    # The first report on the FAIL line itself (summaries keep only those).
+    echo "FAIL - the kernel log shows reports while '$name' ran: $(head -n 1 <<< "$reports")"
     log_since "$name" | grep -E -A25 "$BAD_LOG_RE" | head -n 80
     r=1
   fi
