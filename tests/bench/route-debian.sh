@@ -2,7 +2,7 @@
 # tests/bench/route-debian.sh -- `make route-test`: README's Debian trixie
 # route, pasted into a fresh trixie chroot as root, ends with the module
 # built by DKMS; `apt purge peermem-rs-dkms` then leaves nothing of what the
-# package generated.  Long (it rebuilds a kernel's Rust metadata; 11
+# package generated.  Long (it rebuilds a kernel's Rust metadata; 11 to 13
 # minutes on 2 cores, downloads included): not part of `make test`.
 #
 #   1. A minimal trixie (debootstrap --variant=minbase) from this host's
