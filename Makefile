@@ -16,6 +16,9 @@
 #                        failslab (the debug one); a failure prints the seed and the
 #                        command that repeats it
 #   make vm-shell KVER=  an interactive VM of the bench (KVER from tests/bench/versions.env)
+#   make route-test      README's Debian trixie route pasted into a fresh trixie chroot, up to
+#                        the module built by DKMS, then purged (tests/bench/route-debian.sh;
+#                        long, not part of make test)
 #   make check           host-side tests only (cargo test)
 #   make clean
 #   make install         DKMS route without packages: sources to /usr/src, dkms add +
@@ -30,7 +33,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 # A clang-built kernel (our debug kernel) needs its modules built with LLVM=1.
 KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLVM=1)
 
-.PHONY: all modules modules_install clean demo test bench stress vm-shell check
+.PHONY: all modules modules_install clean demo test bench stress vm-shell check route-test
 
 all: modules
 
@@ -69,6 +72,9 @@ stress:
 
 vm-shell:
 	bash tests/bench/run.sh --shell $(KVER)
+
+route-test:
+	bash tests/bench/route-debian.sh
 
 check:
 	bash tests/bench/run.sh --host-only

@@ -5,6 +5,7 @@
 #   make uninstall
 #   make install-files DESTDIR=... what the packages ship (debian/rules uses it)
 #   make deb                       build/deb/peermem-rs-dkms_<ver>_all.deb, peermem-probe_<ver>_<arch>.deb
+#                                  (crates vendored first; the package build runs offline)
 #   make rust-metadata KDIR=...    rebuild a Debian kernel's Rust metadata into its headers
 #   make hwtest [ARGS=--dry-run]   the hardware validation on a GPU + ConnectX host
 #   make hwtest-selftest           validate.sh against stand-ins (no hardware; part of make check)
@@ -59,6 +60,12 @@ uninstall:
 # index and working tree of tracked files, via `git stash create`: no
 # untracked or ignored file reaches a package). A tree that is not a git
 # checkout (a release tarball) is packaged as it is, minus build outputs.
+# The one generated addition to that tree: the crates of userspace/Cargo.lock,
+# vendored into it by `debian/rules vendor` (userspace/vendor, and the
+# userspace/.cargo/config.toml that points cargo at it; both ignored by git).
+# That is the only step that needs the network (the crate registry; or
+# CARGO_NET_OFFLINE=true and a CARGO_HOME that has the crates):
+# dpkg-buildpackage then builds offline.
 # The build dependencies are checked first: one line names what is missing
 # and the command that installs it.
 deb:
@@ -74,8 +81,11 @@ deb:
 	else \
 	  echo "make deb: not a git checkout: packaging the tree as it is"; \
 	  tar -C $(CURDIR) --exclude=./build --exclude=target --exclude='*.o' --exclude='*.ko' \
-	    --exclude='.*.cmd' --exclude='*_generated.rs' -cf - . | tar -C build/deb/src -xf -; \
+	    --exclude='.*.cmd' --exclude='*_generated.rs' --exclude=./userspace/vendor --exclude=./userspace/.cargo \
+	    -cf - . | tar -C build/deb/src -xf -; \
 	fi
+	@echo "make deb: vendoring the crates of userspace/Cargo.lock into the package's tree (the network is needed for this step only)"
+	cd build/deb/src && debian/rules vendor
 	cd build/deb/src && dpkg-buildpackage -b -us -uc $(DEB_FLAGS)
 	@ls build/deb/*.deb
 

@@ -95,11 +95,31 @@ if [ -n "$hdrpkg" ]; then pkgver=$(dpkg-query -W -f '${Version}' "$hdrpkg" 2>/de
 # What the build needs.  The exact rust-src matters: core is rebuilt from it.
 ccpkg=$(echo "${CC:-gcc}" | sed -E 's/^([a-z0-9_]+-)*(gcc(-[0-9]+)?)$/\2/')
 need="linux-source-$series${pkgver:+=$pkgver} rust-src bindgen libclang-dev make flex bison bc libelf-dev libssl-dev pahole python3 $ccpkg"
+# at_installed PKG -- PKG, or PKG=VERSION where the candidate depends on an
+# exact version of an installed library that is installed at another one:
+# `apt install -t trixie-backports linux-image-amd64` brings backports'
+# libelf1t64, and trixie's libelf-dev (= its own libelf1t64) would need a
+# downgrade, which apt refuses.  The version of PKG that matches the
+# installed library is taken instead, when the archive has it.
+at_installed() {
+  local dep want have
+  case $1 in *=*) echo "$1"; return;; esac
+  while read -r dep want; do
+    have=$(dpkg-query -W -f '${Status} ${Version}' "$dep" 2>/dev/null | sed -n 's/^install ok installed //p' || true)
+    if [ -z "$have" ] || [ "$have" = "$want" ]; then continue; fi
+    if apt-cache madison "$1" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' | grep -qxF -- "$have"; then
+      echo "$1=$have"; return
+    fi
+  done < <(apt-cache show --no-all-versions "$1" 2>/dev/null | sed -n 's/^Depends: //p' | tr ',' '\n' |
+           sed -nE 's/^ *([^ :]+)(:any)? \(= ([^)]+)\).*/\1 \3/p')
+  echo "$1"
+}
 missing='' new=''
 for p in $need; do
   name=${p%%=*}
   case $name in linux-source-*) [ -f "$src" ] && continue;; esac
-  dpkg-query -W -f '${Status}' "$name" 2>/dev/null | grep -q 'ok installed' || { missing="$missing $p"; new="$new $name"; }
+  dpkg-query -W -f '${Status}' "$name" 2>/dev/null | grep -q 'ok installed' ||
+    { missing="$missing $(at_installed "$p")"; new="$new $name"; }
 done
 rs=$(dpkg-query -W -f '${Version}' rust-src 2>/dev/null || true)
 rc=$(dpkg-query -W -f '${Version}' rustc 2>/dev/null || true)
