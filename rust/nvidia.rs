@@ -24,6 +24,7 @@ use crate::bindings::{
 use crate::logic::coalesce::{coalesce, Coalesce};
 use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::logic::version;
+use crate::pin_gate::TableSide;
 
 mod callback;
 pub(crate) use callback::{Armed, CallbackRan, CallbackRef, Disarmed, Revoked};
@@ -215,31 +216,44 @@ impl NvidiaP2p {
 
     /// DMA-maps a pinned page table for the peer PCI device `peer`.
     ///
-    /// This is the one window the API gives a revocable pin no way to close:
-    /// the driver reads the table before it takes its lock, and a concurrent
-    /// cudaFree may free it meanwhile.  The free callback must not wait for
-    /// this call (it needs the lock the driver holds around the callback).
-    /// Whatever this returns after such a free is the driver's.
-    pub(crate) fn dma_map(&self, peer: PciDev, table: MapArgs) -> Result<DmaMapping> {
+    /// The table of a revocable pin is mapped only on the table side of the
+    /// client's pin gate (`gate`; `EINVAL` without it), so that no pin of
+    /// ours can be handed its address should the driver free it during the
+    /// call.
+    ///
+    /// Accepted race: this is the one window the API gives a revocable pin
+    /// no way to close.  The driver reads the table before it takes its
+    /// lock, and a concurrent cudaFree may free it meanwhile; the free
+    /// callback must not wait for this call (it needs the lock the driver
+    /// holds around the callback).  Whatever this returns after such a free
+    /// is the driver's; the caller checks for the callback afterwards.
+    pub(crate) fn dma_map(
+        &self,
+        peer: PciDev,
+        table: MapArgs,
+        gate: Option<&TableSide<'_>>,
+    ) -> Result<DmaMapping> {
+        if table.revocable && gate.is_none() {
+            return Err(EINVAL);
+        }
         let mut mapping: *mut nvidia_p2p_dma_mapping = ptr::null_mut();
-        // `table` was a live pin when taken from the registration's `Pins`
-        // under its lock.  The driver gives no way to keep a concurrent
-        // cudaFree from freeing it during this call (see the function
-        // documentation and docs/facts/nvidia-p2p.md); our side never reads
-        // it again once the free callback ran.
-        // SAFETY: `peer` is a live PCI device (PciDev invariant), `mapping` an
-        // out pointer, `table` a pin as said above.
-        let rc = unsafe { (self.dma_map_pages)(peer.0.as_ptr(), table.0.as_ptr(), &mut mapping) };
+        // SAFETY: `peer` is a live PCI device (PciDev invariant) and
+        // `mapping` an out pointer.  `table` was a live pin when taken from
+        // `Pins`; the driver keeps a persistent pin's table valid until our
+        // put, and a revocable one's until its free callback returned, which
+        // may happen during this call: the accepted race documented above.
+        // The gate (checked) keeps that race from reaching a pin of ours.
+        let rc = unsafe { (self.dma_map_pages)(peer.0.as_ptr(), table.ptr.as_ptr(), &mut mapping) };
         kernel::error::to_result(rc)?;
         let ptr = NonNull::new(mapping).ok_or(EIO)?;
         // INVARIANT: the driver returned a mapping of `table` for `peer`.
         Ok(DmaMapping { ptr, peer })
     }
 
-    /// Releases a DMA mapping.  The caller reports the return to [`Pins`]
-    /// ([`Pins::unmap_done`]), which until then keeps the free callback from
-    /// completing.
-    pub(crate) fn dma_unmap(&self, args: UnmapArgs) -> Result {
+    /// Releases a DMA mapping.  The returned [`Unmapped`] is the caller's
+    /// report of the return to [`Pins`] ([`Pins::unmap_done`]), which until
+    /// then keeps the free callback from completing.
+    pub(crate) fn dma_unmap(&self, args: UnmapArgs) -> (Unmapped, Result) {
         let UnmapArgs { table, mapping } = args;
         // Both stay valid during the call: they were live in `Pins` when
         // taken, and `Pins` refuses to let the free callback complete (after
@@ -254,7 +268,10 @@ impl NvidiaP2p {
                 mapping.ptr.as_ptr(),
             )
         };
-        kernel::error::to_result(rc)
+        let done = Unmapped {
+            table: table.as_ptr() as usize,
+        };
+        (done, kernel::error::to_result(rc))
     }
 }
 
@@ -319,8 +336,12 @@ impl PageTable {
     pub(crate) fn forget(self) {}
 }
 
-/// The page table of a pin, for `dma_map_pages` (see [`NvidiaP2p::dma_map`]).
-pub(crate) struct MapArgs(NonNull<nvidia_p2p_page_table>);
+/// The page table of a pin, for `dma_map_pages` (see [`NvidiaP2p::dma_map`]),
+/// and whether it is revocable.
+pub(crate) struct MapArgs {
+    ptr: NonNull<nvidia_p2p_page_table>,
+    revocable: bool,
+}
 
 /// What `dma_unmap_pages` needs: the mapping and its page table.
 pub(crate) struct UnmapArgs {
@@ -330,6 +351,14 @@ pub(crate) struct UnmapArgs {
 
 // SAFETY: addresses passed back to the driver, not tied to a thread.
 unsafe impl Send for UnmapArgs {}
+
+/// Proof that the `dma_unmap_pages` of an [`UnmapArgs`] taken by
+/// [`Pins::take_unmap`] returned: made only by [`NvidiaP2p::dma_unmap`],
+/// consumed by [`Pins::unmap_done`].  `table` names the pin (its address).
+#[must_use = "give it to Pins::unmap_done, or the free callback waits forever"]
+pub(crate) struct Unmapped {
+    table: usize,
+}
 
 /// A PCI device the HCA's DMA goes through.
 ///
@@ -425,7 +454,8 @@ pub(crate) struct Pins {
     table: Option<PageTable>,
     entries: u32,
     mapping: Option<DmaMapping>,
-    unmapping: bool,
+    /// The table (address) of the unmap in flight.
+    unmapping: Option<usize>,
     revoked: bool,
 }
 
@@ -436,7 +466,7 @@ impl Pins {
             table: None,
             entries: 0,
             mapping: None,
-            unmapping: false,
+            unmapping: None,
             revoked: false,
         }
     }
@@ -486,7 +516,10 @@ impl Pins {
 
     /// The page table, for `dma_map_pages`.
     pub(crate) fn map_args(&self) -> Option<MapArgs> {
-        self.table.as_ref().map(|t| MapArgs(t.ptr))
+        self.table.as_ref().map(|t| MapArgs {
+            ptr: t.ptr,
+            revocable: t.owner.is_some(),
+        })
     }
 
     /// Keeps a new mapping (unless the callback ran meanwhile: then it is
@@ -532,13 +565,18 @@ impl Pins {
     pub(crate) fn take_unmap(&mut self) -> Option<UnmapArgs> {
         let table = self.table.as_ref()?.ptr;
         let mapping = self.mapping.take()?;
-        self.unmapping = true;
+        self.unmapping = Some(table.as_ptr() as usize);
         Some(UnmapArgs { table, mapping })
     }
 
-    /// The unmap taken by [`Pins::take_unmap`] returned.
-    pub(crate) fn unmap_done(&mut self) {
-        self.unmapping = false;
+    /// The unmap taken by [`Pins::take_unmap`] returned (`done` is its
+    /// return).  A proof for another pin's unmap changes nothing.
+    pub(crate) fn unmap_done(&mut self, done: Unmapped) {
+        if self.unmapping == Some(done.table) {
+            self.unmapping = None;
+        } else {
+            pr_warn!("an unmap was reported to the wrong registration: ignored\n");
+        }
     }
 
     /// Takes the pin out to release it.
@@ -566,7 +604,7 @@ impl Pins {
         ran: CallbackRan,
         callback: Option<CallbackRef<R>>,
     ) -> core::result::Result<Revoked<R>, (CallbackRan, Option<CallbackRef<R>>)> {
-        if self.unmapping {
+        if self.unmapping.is_some() {
             return Err((ran, callback));
         }
         self.revoked = true;

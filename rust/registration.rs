@@ -310,15 +310,15 @@ impl Registration {
         // call: no pin of ours may be given its address meanwhile (the
         // gate), or the driver would map that pin for us.
         let mapped = match self.client.mode {
-            Mode::Invalidate => self.client.gate.use_table(|| {
+            Mode::Invalidate => self.client.gate.use_table(|gate| {
                 // The callback may have run while the map waited at the
                 // gate: then the table is freed, and is not passed on.
                 if self.inner.lock().state != State::Mapping {
                     return None;
                 }
-                Some(self.client.nvidia.dma_map(peer, table))
+                Some(self.client.nvidia.dma_map(peer, table, Some(gate)))
             }),
-            Mode::Persistent => Some(self.client.nvidia.dma_map(peer, table)),
+            Mode::Persistent => Some(self.client.nvidia.dma_map(peer, table, None)),
         };
         let Some(mapped) = mapped else {
             return Err(Self::fail(ErrorKind::Revoked, EFAULT));
@@ -397,11 +397,12 @@ impl Registration {
             self.unmapped.notify_all();
             return;
         };
-        if self.client.nvidia.dma_unmap(call).is_err() {
+        let (done, unmapped) = self.client.nvidia.dma_unmap(call);
+        if unmapped.is_err() {
             STATS.error(ErrorKind::DmaUnmap);
         }
         let mut inner = self.inner.lock();
-        inner.pins.unmap_done();
+        inner.pins.unmap_done(done);
         inner.state.unmap_end();
         drop(inner);
         self.unmapped.notify_all();
@@ -453,7 +454,7 @@ impl Registration {
             Mode::Invalidate => self
                 .client
                 .gate
-                .use_table(|| self.unpin_unless_revoked(table)),
+                .use_table(|_| self.unpin_unless_revoked(table)),
         };
         let Some(unpinned) = unpinned else {
             // The callback ran while the put waited: it took its reference.
