@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Every `extern "C"` entry point of the module, in one place: the
-//! peer-memory client table the RDMA core calls, the NVIDIA driver's free
-//! callback, and the debugfs `stats` show.  Each trampoline turns raw
+//! The `extern "C"` entry points of the RDMA core's peer-memory client
+//! interface: the client table the core calls, and the debugfs `stats`
+//! show (the NVIDIA driver's free callback is in rust/nvidia/callback.rs).
+//! Each trampoline turns raw
 //! pointers into owned or borrowed Rust values, calls the safe
 //! [`PeerMemoryClient`] implementation (rust/registration.rs), and turns a
 //! `Result` into the C return value only here.
@@ -21,7 +22,6 @@ use crate::bindings::{
     IB_PEER_MEMORY_VER_MAX, PEER_MEM_INVALIDATE_UNMAPS,
 };
 use crate::glue::StatsRemoved;
-use crate::nvidia::{CallbackRan, FreeCallback, Revoked};
 use crate::peer_core::Unregistered;
 use crate::sg::{DmaDevice, SgTable};
 
@@ -50,10 +50,6 @@ pub(crate) trait PeerMemoryClient: Send + Sync + Sized + 'static {
     fn page_size(reg: &Self::Registration) -> u64;
     /// The core is done with the registration.
     fn release(reg: Arc<Self::Registration>);
-    /// The driver revoked the registration's memory (cudaFree).  Completes
-    /// only through `Pins::revoke`, whose [`Revoked`] carries the callback's
-    /// reference, given back once the callback is done.
-    fn revoke(reg: &Self::Registration, ran: CallbackRan) -> Revoked<Self::Registration>;
     /// The debugfs `stats` file.
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut crate::glue::SeqWriter);
 }
@@ -291,36 +287,6 @@ unsafe extern "C" fn release<T: PeerMemoryClient>(client_context: *mut c_void) {
     // SAFETY: `client_context` came from `Arc::into_raw` in `acquire`; the
     // core gives it back exactly once, here.
     T::release(unsafe { Arc::from_raw(client_context.cast::<T::Registration>()) });
-}
-
-/// The free callback of `T`'s registrations, for revocable pins.
-pub(crate) fn free_callback_of<T: PeerMemoryClient>() -> FreeCallback {
-    free_callback::<T>
-}
-
-/// The NVIDIA driver's free callback (cudaFree of pinned memory).
-///
-/// # Safety
-///
-/// `data` must be the `data` of a revocable pin, made by
-/// `CallbackRef::arm` from a `CallbackRef<T::Registration>`; the driver
-/// calls this at most once per pin, and never after the pin was released.
-unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
-    if data.is_null() {
-        return;
-    }
-    // That reference is given back only with the `Revoked` returned below.
-    // SAFETY: `data` is the `CallbackRef` of a pin still armed (the caller's
-    // contract), which keeps the registration alive.
-    let reg = unsafe { &*data.cast::<T::Registration>() };
-    // SAFETY: this is the driver's free callback, and it makes one proof.
-    let ran = unsafe { CallbackRan::new() };
-    let revoked = T::revoke(reg, ran);
-    // The reference is given back last, after every use of `reg`, from
-    // the module's work queue: it may be the last reference on the module,
-    // and module unload waits for that queue, so no code of ours runs
-    // after it is gone (here, the driver would return into our code).
-    crate::glue::defer(move || revoked.finish());
 }
 
 /// Shows the stats (debugfs).

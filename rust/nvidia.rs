@@ -27,7 +27,7 @@ use crate::logic::version;
 use crate::pin_gate::TableSide;
 
 mod callback;
-pub(crate) use callback::{Armed, CallbackRan, CallbackRef, Disarmed, Revoked};
+pub(crate) use callback::{Armed, CallbackRan, CallbackRef, Disarmed, Revocable, Revoked};
 
 /// The callback the driver runs when pinned memory is freed under a pin.
 pub(crate) type FreeCallback = unsafe extern "C" fn(data: *mut c_void);
@@ -139,7 +139,7 @@ impl NvidiaP2p {
             )
         };
         kernel::error::to_result(rc)?;
-        PageTable::new(table, range, None)
+        PageTable::new(table, range, None, 0)
     }
 
     /// Pins `range` of the calling process's GPU address space, revocably:
@@ -153,11 +153,12 @@ impl NvidiaP2p {
         armed: Armed,
     ) -> core::result::Result<PageTable, (Error, Option<Disarmed>)> {
         let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
-        // `armed.data` stays valid until the callback ran or the pin was
-        // released: its `CallbackRef` can only be given back with a
-        // `Disarmed` proof, which exists only then.
+        let data = armed.data as usize;
         // SAFETY: `range` is aligned and non-empty (GpuRange invariant),
-        // `table` is an out pointer, `armed.data` is valid as said above.
+        // `table` is an out pointer.  `armed.data` stays valid until the
+        // callback ran or the pin was released: its `CallbackRef` can only
+        // be given back with a `Disarmed` proof for it, which exists only
+        // then.
         let rc = unsafe {
             (self.get_pages)(
                 0,
@@ -171,11 +172,11 @@ impl NvidiaP2p {
         };
         if let Err(e) = kernel::error::to_result(rc) {
             // The driver keeps no callback of a failed pin.
-            return Err((e, Some(Disarmed::new())));
+            return Err((e, Some(Disarmed::new(data))));
         }
         // A success without a table would be a driver bug: the pin, if any,
         // stays armed, so no proof is made and the reference is kept.
-        PageTable::new(table, range, Some(current_process())).map_err(|e| (e, None))
+        PageTable::new(table, range, Some(current_process()), data).map_err(|e| (e, None))
     }
 
     /// Releases a pin (put_pages).  For a revocable pin, the driver looks the
@@ -211,7 +212,7 @@ impl NvidiaP2p {
             };
             return Err(Unpin::Failed(e, table));
         }
-        Ok(table.owner.map(|_| Disarmed::new()))
+        Ok(table.owner.map(|_| Disarmed::new(table.data)))
     }
 
     /// DMA-maps a pinned page table for the peer PCI device `peer`.
@@ -299,12 +300,14 @@ fn current_process() -> u64 {
 ///
 /// `ptr` is a page table returned by `nvidia_p2p_get_pages(_persistent)` for
 /// the range starting at `va`, not yet released; `owner` is the pinning
-/// process for a revocable pin, `None` for a persistent one.  It is
+/// process for a revocable pin, `None` for a persistent one; `data` is the
+/// revocable pin's callback `data` (address; 0 for a persistent pin).  It is
 /// dereferenced only while kept in a [`Pins`] (see there).
 pub(crate) struct PageTable {
     ptr: NonNull<nvidia_p2p_page_table>,
     va: u64,
     owner: Option<u64>,
+    data: usize,
 }
 
 // SAFETY: a page table is driver memory not tied to a thread.
@@ -315,6 +318,7 @@ impl PageTable {
         table: *mut nvidia_p2p_page_table,
         range: &GpuRange,
         owner: Option<u64>,
+        data: usize,
     ) -> Result<Self> {
         let ptr = NonNull::new(table).ok_or(EIO)?;
         // INVARIANT: the driver returned a pinned page table for `range`.
@@ -322,6 +326,7 @@ impl PageTable {
             ptr,
             va: range.start(),
             owner,
+            data,
         })
     }
 

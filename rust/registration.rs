@@ -20,13 +20,13 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, CondVar, Mutex};
 use kernel::{new_condvar, new_mutex};
 
-use crate::client::{free_callback_of, PeerMemoryClient};
+use crate::client::PeerMemoryClient;
 use crate::glue::{self, ModuleRef, SeqWriter};
 use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
 use crate::nvidia::{
-    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, PageTable, Pins, Revoked,
-    Unpin,
+    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, PageTable, Pins, Revocable,
+    Revoked, Unpin,
 };
 use crate::peer_core::Invalidator;
 use crate::pin_gate::PinGate;
@@ -186,8 +186,7 @@ impl Registration {
                 // The callback's reference lives in the registration from
                 // before the pin call, so a callback arriving at any time
                 // finds it there.
-                let cb = CallbackRef::new(reg.clone());
-                let armed = cb.arm(free_callback_of::<Client>());
+                let (cb, armed) = CallbackRef::arm(reg.clone());
                 reg.inner.lock().callback = Some(cb);
                 // No put of ours is in flight meanwhile: none can name the
                 // table the driver gives us (see rust/logic/gate.rs).
@@ -609,6 +608,12 @@ impl Registration {
     }
 }
 
+impl Revocable for Registration {
+    fn revoke(&self, ran: CallbackRan) -> Revoked<Registration> {
+        Registration::revoke(self, ran)
+    }
+}
+
 impl PeerMemoryClient for Client {
     type Registration = Registration;
 
@@ -647,10 +652,6 @@ impl PeerMemoryClient for Client {
         let sg = reg.inner.lock().sg.take();
         drop(sg);
         STATS.released();
-    }
-
-    fn revoke(reg: &Registration, ran: CallbackRan) -> Revoked<Registration> {
-        reg.revoke(ran)
     }
 
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut SeqWriter) {
