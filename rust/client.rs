@@ -52,16 +52,45 @@ pub(crate) trait PeerMemoryClient: Send + Sync + Sized + 'static {
     fn release(reg: Arc<Self::Registration>);
     /// The debugfs `stats` file.
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut crate::glue::SeqWriter);
+    /// The static that keeps the client of this type while it serves (one
+    /// per client type: `static ACTIVE: Active<Self> = Active::new();`).
+    fn active() -> &'static Active<Self>;
 }
 
-/// The client the trampolines serve: an `Arc<T>` turned into a raw pointer
-/// by [`ClientTable::activate`], taken back by [`ClientTable::deactivate`].
-static ACTIVE: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+/// The client of type `T` the trampolines serve: an `Arc<T>` turned into a
+/// raw pointer by [`ClientTable::activate`], taken back by
+/// [`ClientTable::deactivate`].
+///
+/// # Invariants
+///
+/// A non-null pointer came from `Arc::into_raw` and owns that reference.
+pub(crate) struct Active<T>(AtomicPtr<T>);
+
+impl<T> Active<T> {
+    /// No client.
+    pub(crate) const fn new() -> Self {
+        Active(AtomicPtr::new(ptr::null_mut()))
+    }
+}
+
+/// The stats show of the active client's type (see [`peermem_stats_show`]).
+struct StatsShow {
+    show: unsafe fn(NonNull<seq_file>),
+}
+
+/// The [`StatsShow`] of the active client's type, set while one is active.
+///
+/// # Invariants
+///
+/// A non-null pointer points to a `'static` [`StatsShow`] constant.
+static STATS_SHOW: AtomicPtr<StatsShow> = AtomicPtr::new(ptr::null_mut());
 
 /// The function table of client `T`, to register with the core.
 pub(crate) struct ClientTable<T>(PhantomData<T>);
 
 impl<T: PeerMemoryClient> ClientTable<T> {
+    const STATS_SHOW: &'static StatsShow = &StatsShow { show: Self::stats };
+
     /// Builds the table.  `invalidation`: an extended table (version[15] set,
     /// ex_size, `PEER_MEM_INVALIDATE_UNMAPS`) for an invalidation client.
     /// `Err(EINVAL)` if `name` is empty or too long.
@@ -100,28 +129,36 @@ impl<T: PeerMemoryClient> ClientTable<T> {
         Ok(t)
     }
 
-    /// Makes `client` the one the trampolines serve.
+    /// Makes `client` the one the trampolines (and the stats file) serve.
     pub(crate) fn activate(client: Arc<T>) {
-        let old = ACTIVE.swap(Arc::into_raw(client).cast_mut().cast(), Ordering::AcqRel);
+        // INVARIANT: an `Arc::into_raw` pointer, owning its reference.
+        let old = T::active()
+            .0
+            .swap(Arc::into_raw(client).cast_mut(), Ordering::AcqRel);
         debug_assert!(old.is_null());
+        // INVARIANT: a `'static` constant.
+        let show = ptr::from_ref(Self::STATS_SHOW).cast_mut();
+        STATS_SHOW.store(show, Ordering::Release);
     }
 
     /// Stops serving: the core cannot call us any more (`Unregistered`), nor
     /// can a reader of the stats (`StatsRemoved`).
     pub(crate) fn deactivate(_core: Unregistered, _stats: StatsRemoved) -> Option<Arc<T>> {
-        let p = ACTIVE.swap(ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: a non-null `p` came from `Arc::into_raw` in `activate`,
-        // and is taken back exactly once (the swap cleared it).
-        NonNull::new(p).map(|p| unsafe { Arc::from_raw(p.as_ptr().cast::<T>()) })
+        STATS_SHOW.store(ptr::null_mut(), Ordering::Release);
+        let p = T::active().0.swap(ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: a non-null `p` came from `Arc::into_raw` in `activate`
+        // (`Active` invariant), and is taken back exactly once (the swap
+        // cleared it).
+        NonNull::new(p).map(|p| unsafe { Arc::from_raw(p.as_ptr()) })
     }
 
     fn active<'a>() -> Option<ArcBorrow<'a, T>> {
-        let p = NonNull::new(ACTIVE.load(Ordering::Acquire))?;
+        let p = NonNull::new(T::active().0.load(Ordering::Acquire))?;
         // `deactivate` needs proof that neither the core nor a stats reader
         // can call us any more, so no borrow made here outlives the client.
         // SAFETY: `p` came from `Arc::into_raw(Arc<T>)` and stays alive until
         // `deactivate`.
-        Some(unsafe { ArcBorrow::from_raw(p.as_ptr().cast::<T>()) })
+        Some(unsafe { ArcBorrow::from_raw(p.as_ptr()) })
     }
 
     /// Shows the stats through the active client (debugfs).
@@ -297,7 +334,11 @@ unsafe extern "C" fn release<T: PeerMemoryClient>(client_context: *mut c_void) {
 #[no_mangle]
 pub(crate) unsafe extern "C" fn peermem_stats_show(m: *mut seq_file) {
     if let Some(m) = NonNull::new(m) {
-        // SAFETY: the glue's show passes the seq_file of its call.
-        unsafe { ClientTable::<crate::registration::Client>::stats(m) };
+        let Some(show) = NonNull::new(STATS_SHOW.load(Ordering::Acquire)) else {
+            return;
+        };
+        // SAFETY: `show` points to a `'static` constant (`STATS_SHOW`
+        // invariant); the glue's show passes the seq_file of its call.
+        unsafe { (show.as_ref().show)(m) };
     }
 }

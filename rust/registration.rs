@@ -20,7 +20,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, CondVar, Mutex};
 use kernel::{new_condvar, new_mutex};
 
-use crate::client::PeerMemoryClient;
+use crate::client::{Active, PeerMemoryClient};
 use crate::glue::{self, ModuleRef, SeqWriter};
 use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
@@ -656,5 +656,10 @@ impl PeerMemoryClient for Client {
 
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut SeqWriter) {
         let _ = STATS.render(w, this.mode.name(), this.name);
+    }
+
+    fn active() -> &'static Active<Self> {
+        static ACTIVE: Active<Client> = Active::new();
+        &ACTIVE
     }
 }
