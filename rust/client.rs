@@ -168,8 +168,8 @@ impl<T: PeerMemoryClient> ClientTable<T> {
     /// `seq` must be the seq_file of a show call in progress.
     unsafe fn stats(seq: NonNull<seq_file>) {
         if let Some(client) = Self::active() {
-            // SAFETY: `seq` is the seq_file of the show call in progress (the
-            // caller's contract).
+            // SAFETY: the glue's seq_file show passes its `seq`, valid until
+            // the show returns (see the safety section).
             let mut w = unsafe { crate::glue::SeqWriter::new(seq) };
             T::show_stats(client, &mut w);
         }
@@ -183,8 +183,9 @@ impl<T: PeerMemoryClient> ClientTable<T> {
 /// `ctx` must be a `client_context` produced by `acquire::<T>` and not yet
 /// given to `release::<T>`.
 unsafe fn registration<'a, T: PeerMemoryClient>(ctx: *mut c_void) -> &'a T::Registration {
-    // SAFETY: `ctx` came from `Arc::into_raw` in `acquire` and the core
-    // keeps it alive until `release` (the caller's contract).
+    // SAFETY: `ctx` came from `Arc::into_raw` in `acquire` (see the safety
+    // section): that reference stays until `release` takes it back, and the
+    // core calls no other callback with a context after its `release`.
     unsafe { &*ctx.cast::<T::Registration>() }
 }
 
@@ -208,8 +209,8 @@ unsafe extern "C" fn acquire<T: PeerMemoryClient>(
     }
     match T::acquire(client, addr as u64, size as u64) {
         Ok(Some(reg)) => {
-            // SAFETY: `client_context` is a valid out pointer (checked
-            // non-null; the core's contract).
+            // SAFETY: the core passes an out pointer for the context of the
+            // registration it is making, checked non-null above.
             unsafe { *client_context = Arc::into_raw(reg).cast_mut().cast() };
             1
         }
@@ -232,7 +233,8 @@ unsafe extern "C" fn get_pages<T: PeerMemoryClient>(
     client_context: *mut c_void,
     core_context: u64,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: the core calls `get_pages` only with a context `acquire::<T>`
+    // returned, before its `release`.
     let reg = unsafe { registration::<T>(client_context) };
     kernel::error::from_result(|| {
         T::get_pages(reg, addr as u64, size as u64, core_context)?;
@@ -253,7 +255,8 @@ unsafe extern "C" fn dma_map<T: PeerMemoryClient>(
     _dmasync: c_int,
     nmap: *mut c_int,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: the core calls `dma_map` only with a context `acquire::<T>`
+    // returned, before its `release`.
     let reg = unsafe { registration::<T>(client_context) };
     kernel::error::from_result(|| {
         let (Some(sg), Some(dev)) = (NonNull::new(sg_head), NonNull::new(dma_device)) else {
@@ -262,10 +265,12 @@ unsafe extern "C" fn dma_map<T: PeerMemoryClient>(
         if nmap.is_null() {
             return Err(EINVAL);
         }
-        // SAFETY: the core's table and device, valid during this call.
+        // SAFETY: the core passes its SG table and DMA device (checked
+        // non-null), both valid until `dma_map` returns.
         let (sg, dev) = unsafe { (SgTable::new(sg), DmaDevice::new(dev)) };
         let n = T::dma_map(reg, sg, dev)?;
-        // SAFETY: `nmap` is a valid out pointer (checked non-null).
+        // SAFETY: the core passes `nmap` as an out pointer for this call
+        // (checked non-null).
         unsafe { *nmap = c_int::try_from(n).unwrap_or(c_int::MAX) };
         Ok(0)
     })
@@ -281,7 +286,8 @@ unsafe extern "C" fn dma_unmap<T: PeerMemoryClient>(
     client_context: *mut c_void,
     _dma_device: *mut device,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: the core calls `dma_unmap` only with a context
+    // `acquire::<T>` returned, before its `release`.
     let reg = unsafe { registration::<T>(client_context) };
     // The table is ours (the core got a copy of its header): nothing to read.
     let _ = sg_head;
@@ -298,7 +304,8 @@ unsafe extern "C" fn put_pages<T: PeerMemoryClient>(
     _sg_head: *mut sg_table,
     client_context: *mut c_void,
 ) {
-    // SAFETY: the caller's contract.
+    // SAFETY: the core calls `put_pages` only with a context
+    // `acquire::<T>` returned, before its `release`.
     T::put_pages(unsafe { registration::<T>(client_context) });
 }
 
@@ -308,7 +315,8 @@ unsafe extern "C" fn put_pages<T: PeerMemoryClient>(
 ///
 /// As for `get_pages`.
 unsafe extern "C" fn get_page_size<T: PeerMemoryClient>(client_context: *mut c_void) -> c_ulong {
-    // SAFETY: the caller's contract.
+    // SAFETY: the core calls `get_page_size` only with a context
+    // `acquire::<T>` returned, before its `release`.
     T::page_size(unsafe { registration::<T>(client_context) }) as c_ulong
 }
 
