@@ -15,7 +15,9 @@
 use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 
+use kernel::new_mutex;
 use kernel::prelude::*;
+use kernel::sync::Mutex;
 
 use crate::bindings::{
     glue, nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev, NVIDIA_P2P_FLAGS_DEFAULT,
@@ -448,7 +450,8 @@ pub(crate) enum Adopt {
 ///
 /// # Invariants
 ///
-/// The owner keeps this under the lock its free callback takes, and the free
+/// It lives in the lock its owner's free callback takes (made only by
+/// [`Pins::new_locked`], in that lock's initializer), and the free
 /// callback can only complete through [`Pins::revoke`] (its trampoline
 /// needs the [`Revoked`] that only `revoke` makes), which refuses while an
 /// unmap is in flight and forgets the objects: so whatever is kept here is
@@ -465,15 +468,22 @@ pub(crate) struct Pins {
 }
 
 impl Pins {
-    /// No pin yet.
-    pub(crate) const fn new() -> Self {
-        Pins {
-            table: None,
-            entries: 0,
-            mapping: None,
-            unmapping: None,
-            revoked: false,
-        }
+    /// The lock of a registration: its content is `make(pins)`, `pins`
+    /// holding no pin yet.  The only way to make a `Pins`, so that it lives
+    /// under the lock the free callback takes; `make` is a plain function,
+    /// it has nowhere else to keep it.
+    pub(crate) fn new_locked<I: Send>(make: fn(Pins) -> I) -> impl PinInit<Mutex<I>> {
+        // INVARIANT: the new `Pins` goes straight into the lock.
+        new_mutex!(
+            make(Pins {
+                table: None,
+                entries: 0,
+                mapping: None,
+                unmapping: None,
+                revoked: false,
+            }),
+            "peermem_rs::PeerMr::inner"
+        )
     }
 
     /// Keeps `table`, just pinned for `range`, after checking its layout.

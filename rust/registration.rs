@@ -16,9 +16,9 @@
 //! flight, which takes no driver lock; it never waits for a pin, unpin or
 //! map call.  The state machine and its diagram are in rust/logic/state.rs.
 
+use kernel::new_condvar;
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, CondVar, Mutex};
-use kernel::{new_condvar, new_mutex};
 
 use crate::client::{Active, PeerMemoryClient};
 use crate::glue::{self, ModuleRef, SeqWriter};
@@ -165,16 +165,16 @@ impl Registration {
                 addr,
                 size,
                 range,
-                inner <- new_mutex!(Inner {
+                inner <- Pins::new_locked(|pins| Inner {
                     // Pinned from before the pin call: a free callback that
                     // arrives before we look at the result revokes it.
                     state: State::Pinned,
-                    pins: Pins::new(),
+                    pins,
                     sg: None,
                     core_context: None,
                     callback: None,
                     pin_error: None,
-                }, "peermem_rs::Registration::inner"),
+                }),
                 unmapped <- new_condvar!("peermem_rs::Registration::unmapped"),
                 _module: module,
             }),
