@@ -26,30 +26,26 @@ use crate::peer_core::Unregistered;
 use crate::sg::{DmaDevice, SgTable};
 
 /// The callbacks of a peer-memory client (struct peer_memory_client), in
-/// safe Rust.  `Self` is the module-wide client; `Registration` is the
+/// safe Rust.  `Self` is the module-wide client; `Mr` is the
 /// per-MR context the core passes back as `client_context`.
 pub(crate) trait PeerMemoryClient: Send + Sync + Sized + 'static {
     /// Per-registration state.
-    type Registration: Send + Sync;
+    type Mr: Send + Sync;
 
     /// Whether `[addr, addr + size)` is ours; `Some` claims it (pinned).
-    fn acquire(
-        this: ArcBorrow<'_, Self>,
-        addr: u64,
-        size: u64,
-    ) -> Result<Option<Arc<Self::Registration>>>;
+    fn acquire(this: ArcBorrow<'_, Self>, addr: u64, size: u64) -> Result<Option<Arc<Self::Mr>>>;
     /// The core takes the pages of a claimed range.
-    fn get_pages(reg: &Self::Registration, addr: u64, size: u64, core_context: u64) -> Result;
+    fn get_pages(reg: &Self::Mr, addr: u64, size: u64, core_context: u64) -> Result;
     /// DMA-map for `dev` into `sg`; returns the number of SG entries.
-    fn dma_map(reg: &Self::Registration, sg: SgTable, dev: DmaDevice) -> Result<u32>;
+    fn dma_map(reg: &Self::Mr, sg: SgTable, dev: DmaDevice) -> Result<u32>;
     /// Undo `dma_map` (the core is done with the SG table).
-    fn dma_unmap(reg: &Self::Registration);
+    fn dma_unmap(reg: &Self::Mr);
     /// The core gives the pages back.
-    fn put_pages(reg: &Self::Registration);
+    fn put_pages(reg: &Self::Mr);
     /// The page size of the registration's memory.
-    fn page_size(reg: &Self::Registration) -> u64;
+    fn page_size(reg: &Self::Mr) -> u64;
     /// The core is done with the registration.
-    fn release(reg: Arc<Self::Registration>);
+    fn release(reg: Arc<Self::Mr>);
     /// The debugfs `stats` file.
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut crate::glue::SeqWriter);
     /// The static that keeps the client of this type while it serves (one
@@ -182,11 +178,11 @@ impl<T: PeerMemoryClient> ClientTable<T> {
 ///
 /// `ctx` must be a `client_context` produced by `acquire::<T>` and not yet
 /// given to `release::<T>`.
-unsafe fn registration<'a, T: PeerMemoryClient>(ctx: *mut c_void) -> &'a T::Registration {
+unsafe fn mr<'a, T: PeerMemoryClient>(ctx: *mut c_void) -> &'a T::Mr {
     // SAFETY: `ctx` came from `Arc::into_raw` in `acquire` (see the safety
     // section): that reference stays until `release` takes it back, and the
     // core calls no other callback with a context after its `release`.
-    unsafe { &*ctx.cast::<T::Registration>() }
+    unsafe { &*ctx.cast::<T::Mr>() }
 }
 
 /// `acquire`: 1 if the range is ours (then `*client_context` is set), else 0.
@@ -235,7 +231,7 @@ unsafe extern "C" fn get_pages<T: PeerMemoryClient>(
 ) -> c_int {
     // SAFETY: the core calls `get_pages` only with a context `acquire::<T>`
     // returned, before its `release`.
-    let reg = unsafe { registration::<T>(client_context) };
+    let reg = unsafe { mr::<T>(client_context) };
     kernel::error::from_result(|| {
         T::get_pages(reg, addr as u64, size as u64, core_context)?;
         Ok(0)
@@ -257,7 +253,7 @@ unsafe extern "C" fn dma_map<T: PeerMemoryClient>(
 ) -> c_int {
     // SAFETY: the core calls `dma_map` only with a context `acquire::<T>`
     // returned, before its `release`.
-    let reg = unsafe { registration::<T>(client_context) };
+    let reg = unsafe { mr::<T>(client_context) };
     kernel::error::from_result(|| {
         let (Some(sg), Some(dev)) = (NonNull::new(sg_head), NonNull::new(dma_device)) else {
             return Err(EINVAL);
@@ -288,7 +284,7 @@ unsafe extern "C" fn dma_unmap<T: PeerMemoryClient>(
 ) -> c_int {
     // SAFETY: the core calls `dma_unmap` only with a context
     // `acquire::<T>` returned, before its `release`.
-    let reg = unsafe { registration::<T>(client_context) };
+    let reg = unsafe { mr::<T>(client_context) };
     // The table is ours (the core got a copy of its header): nothing to read.
     let _ = sg_head;
     T::dma_unmap(reg);
@@ -306,7 +302,7 @@ unsafe extern "C" fn put_pages<T: PeerMemoryClient>(
 ) {
     // SAFETY: the core calls `put_pages` only with a context
     // `acquire::<T>` returned, before its `release`.
-    T::put_pages(unsafe { registration::<T>(client_context) });
+    T::put_pages(unsafe { mr::<T>(client_context) });
 }
 
 /// `get_page_size`.
@@ -317,7 +313,7 @@ unsafe extern "C" fn put_pages<T: PeerMemoryClient>(
 unsafe extern "C" fn get_page_size<T: PeerMemoryClient>(client_context: *mut c_void) -> c_ulong {
     // SAFETY: the core calls `get_page_size` only with a context
     // `acquire::<T>` returned, before its `release`.
-    T::page_size(unsafe { registration::<T>(client_context) }) as c_ulong
+    T::page_size(unsafe { mr::<T>(client_context) }) as c_ulong
 }
 
 /// `release`: the core drops its reference to the registration.
@@ -331,7 +327,7 @@ unsafe extern "C" fn release<T: PeerMemoryClient>(client_context: *mut c_void) {
     }
     // SAFETY: `client_context` came from `Arc::into_raw` in `acquire`; the
     // core gives it back exactly once, here.
-    T::release(unsafe { Arc::from_raw(client_context.cast::<T::Registration>()) });
+    T::release(unsafe { Arc::from_raw(client_context.cast::<T::Mr>()) });
 }
 
 /// Shows the stats (debugfs).

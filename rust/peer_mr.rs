@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The peer-memory client itself: [`Client`] (module-wide) and
-//! [`Registration`] (one per MR).  No `unsafe` here: the raw interfaces are
-//! wrapped in rust/client.rs, rust/nvidia.rs, rust/peer_core.rs and
+//! [`PeerMr`] (one per MR).  No `unsafe` here: the raw interfaces are
+//! wrapped in rust/client.rs, rust/nvidia/, rust/peer_core.rs and
 //! rust/sg.rs.
 //!
 //! One pin per registration: `acquire` decides ownership by pinning and
@@ -12,7 +12,7 @@
 //! the RDMA core.  The driver holds its own lock around the free callback,
 //! which takes ours; since we never take the driver's lock (by calling it)
 //! while holding ours, the two are never taken in both orders.  The free
-//! callback may wait (on [`Registration::unmapped`]) for a DMA unmap in
+//! callback may wait (on [`PeerMr::unmapped`]) for a DMA unmap in
 //! flight, which takes no driver lock; it never waits for a pin, unpin or
 //! map call.  The state machine and its diagram are in rust/logic/state.rs.
 
@@ -98,7 +98,7 @@ struct Inner {
     sg: Option<OwnedSgTable>,
     core_context: Option<u64>,
     /// The free callback's reference, while the callback may still run.
-    callback: Option<CallbackRef<Registration>>,
+    callback: Option<CallbackRef<PeerMr>>,
     /// An error from pinning, reported by `get_pages` (see `acquire`).
     pin_error: Option<Error>,
 }
@@ -112,7 +112,7 @@ struct Inner {
 /// driver), and `inner.callback` is `Some` while a free callback may still
 /// arrive.
 #[pin_data]
-pub(crate) struct Registration {
+pub(crate) struct PeerMr {
     client: Arc<Client>,
     addr: u64,
     size: u64,
@@ -125,7 +125,7 @@ pub(crate) struct Registration {
     _module: ModuleRef,
 }
 
-impl Registration {
+impl PeerMr {
     fn fail(kind: ErrorKind, e: Error) -> Error {
         STATS.error(kind);
         e
@@ -160,7 +160,7 @@ impl Registration {
         };
         let module = ModuleRef::get()?;
         let reg = Arc::pin_init(
-            pin_init!(Registration {
+            pin_init!(PeerMr {
                 client,
                 addr,
                 size,
@@ -175,7 +175,7 @@ impl Registration {
                     callback: None,
                     pin_error: None,
                 }),
-                unmapped <- new_condvar!("peermem_rs::Registration::unmapped"),
+                unmapped <- new_condvar!("peermem_rs::PeerMr::unmapped"),
                 _module: module,
             }),
             GFP_KERNEL,
@@ -552,7 +552,7 @@ impl Registration {
 
     /// The driver's free callback: wait for an unmap in flight, fence DMA if
     /// the HCA may be using the memory, give the page table and mapping up.
-    fn revoke(&self, ran: CallbackRan) -> Revoked<Registration> {
+    fn revoke(&self, ran: CallbackRan) -> Revoked<PeerMr> {
         let mut inner = self.inner.lock();
         let mut waited = false;
         let (orphan, action) = loop {
@@ -608,44 +608,40 @@ impl Registration {
     }
 }
 
-impl Revocable for Registration {
-    fn revoke(&self, ran: CallbackRan) -> Revoked<Registration> {
-        Registration::revoke(self, ran)
+impl Revocable for PeerMr {
+    fn revoke(&self, ran: CallbackRan) -> Revoked<PeerMr> {
+        PeerMr::revoke(self, ran)
     }
 }
 
 impl PeerMemoryClient for Client {
-    type Registration = Registration;
+    type Mr = PeerMr;
 
-    fn acquire(
-        this: ArcBorrow<'_, Self>,
-        addr: u64,
-        size: u64,
-    ) -> Result<Option<Arc<Registration>>> {
-        Registration::acquire(this.into(), addr, size)
+    fn acquire(this: ArcBorrow<'_, Self>, addr: u64, size: u64) -> Result<Option<Arc<PeerMr>>> {
+        PeerMr::acquire(this.into(), addr, size)
     }
 
-    fn get_pages(reg: &Registration, addr: u64, size: u64, core_context: u64) -> Result {
+    fn get_pages(reg: &PeerMr, addr: u64, size: u64, core_context: u64) -> Result {
         reg.get_pages(addr, size, core_context)
     }
 
-    fn dma_map(reg: &Registration, sg: SgTable, dev: DmaDevice) -> Result<u32> {
+    fn dma_map(reg: &PeerMr, sg: SgTable, dev: DmaDevice) -> Result<u32> {
         reg.dma_map(sg, dev)
     }
 
-    fn dma_unmap(reg: &Registration) {
+    fn dma_unmap(reg: &PeerMr) {
         reg.unmap();
     }
 
-    fn put_pages(reg: &Registration) {
+    fn put_pages(reg: &PeerMr) {
         reg.unpin();
     }
 
-    fn page_size(_reg: &Registration) -> u64 {
+    fn page_size(_reg: &PeerMr) -> u64 {
         GPU_PAGE_SIZE
     }
 
-    fn release(reg: Arc<Registration>) {
+    fn release(reg: Arc<PeerMr>) {
         reg.unpin();
         // After an invalidation with PEER_MEM_INVALIDATE_UNMAPS the core
         // only cleared its copy of our SG table: it is ours to free.
