@@ -5,7 +5,7 @@
 //! show (the NVIDIA driver's free callback is in rust/nvidia/callback.rs).
 //! Each trampoline turns raw
 //! pointers into owned or borrowed Rust values, calls the safe
-//! [`PeerMemoryClient`] implementation (rust/registration.rs), and turns a
+//! [`PeerMemoryClient`] implementation (rust/peer_mr.rs), and turns a
 //! `Result` into the C return value only here.
 
 use core::ffi::c_void;
