@@ -29,7 +29,12 @@ pub(crate) struct PinGate {
 /// Proof that the caller is on the table side of a [`PinGate`]: no
 /// revocable pin of that client is in the driver until it returns, so the
 /// driver cannot hand out, for a pin of ours, the address of a table it
-/// frees meanwhile.  Made only by [`PinGate::use_table`], lent for the call.
+/// frees meanwhile.
+///
+/// # Invariants
+///
+/// Exists only while a [`PinGate::use_table`] call is on the table side:
+/// made there and only lent to its `call`.
 pub(crate) struct TableSide<'a>(PhantomData<&'a PinGate>);
 
 impl PinGate {

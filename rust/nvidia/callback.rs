@@ -44,8 +44,11 @@ impl Disarmed {
     }
 }
 
-/// Proof that the free callback is running for the pin armed with `data`
-/// (made only by its trampoline).
+/// Proof that the free callback is running for the pin armed with `data`.
+///
+/// # Invariants
+///
+/// Made only by the trampoline, once per call, with the call's `data`.
 pub(crate) struct CallbackRan {
     data: usize,
 }
@@ -125,6 +128,10 @@ impl<R> Drop for CallbackRef<R> {
 
 /// A free callback and its `data`, for one [`NvidiaP2p::pin_revocable`]
 /// (made only by [`CallbackRef::arm`], consumed by the pin call).
+///
+/// # Invariants
+///
+/// `data` is the pointer of a [`CallbackRef<R>`], `f` the trampoline of `R`.
 ///
 /// [`NvidiaP2p::pin_revocable`]: super::NvidiaP2p::pin_revocable
 pub(crate) struct Armed {

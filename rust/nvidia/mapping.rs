@@ -9,12 +9,30 @@ use crate::bindings::{nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev};
 
 /// The page table of a pin, for `dma_map_pages` (see [`NvidiaP2p::dma_map`]),
 /// and whether it is revocable.
+///
+/// # Invariants
+///
+/// `ptr` is the table of a pin kept in a [`Pins`] when this was made (by
+/// [`Pins::map_args`]); `revocable` says whether that pin is revocable.
+///
+/// [`Pins`]: super::Pins
+/// [`Pins::map_args`]: super::Pins::map_args
+/// [`NvidiaP2p::dma_map`]: super::NvidiaP2p::dma_map
 pub(crate) struct MapArgs {
     pub(super) ptr: NonNull<nvidia_p2p_page_table>,
     pub(super) revocable: bool,
 }
 
 /// What `dma_unmap_pages` needs: the mapping and its page table.
+///
+/// # Invariants
+///
+/// `mapping` is a mapping of `table`, taken out of a [`Pins`] by
+/// [`Pins::take_unmap`], which keeps the free callback from completing (so
+/// both valid) until given the [`Unmapped`] of this unmap.
+///
+/// [`Pins`]: super::Pins
+/// [`Pins::take_unmap`]: super::Pins::take_unmap
 pub(crate) struct UnmapArgs {
     pub(super) table: NonNull<nvidia_p2p_page_table>,
     pub(super) mapping: DmaMapping,
