@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Every `extern "C"` entry point of the module, in one place: the
-//! peer-memory client table the RDMA core calls, the NVIDIA driver's free
-//! callback, and the debugfs `stats` show.  Each trampoline turns raw
+//! The `extern "C"` entry points of the RDMA core's peer-memory client
+//! interface: the client table the core calls, and the debugfs `stats`
+//! show (the NVIDIA driver's free callback is in rust/nvidia/callback.rs).
+//! Each trampoline turns raw
 //! pointers into owned or borrowed Rust values, calls the safe
-//! [`PeerMemoryClient`] implementation (rust/registration.rs), and turns a
+//! [`PeerMemoryClient`] implementation (rust/peer_mr.rs), and turns a
 //! `Result` into the C return value only here.
 
 use core::ffi::c_void;
@@ -21,51 +22,71 @@ use crate::bindings::{
     IB_PEER_MEMORY_VER_MAX, PEER_MEM_INVALIDATE_UNMAPS,
 };
 use crate::glue::StatsRemoved;
-use crate::nvidia::{CallbackRan, FreeCallback, Revoked};
 use crate::peer_core::Unregistered;
 use crate::sg::{DmaDevice, SgTable};
 
 /// The callbacks of a peer-memory client (struct peer_memory_client), in
-/// safe Rust.  `Self` is the module-wide client; `Registration` is the
+/// safe Rust.  `Self` is the module-wide client; `Mr` is the
 /// per-MR context the core passes back as `client_context`.
 pub(crate) trait PeerMemoryClient: Send + Sync + Sized + 'static {
     /// Per-registration state.
-    type Registration: Send + Sync;
+    type Mr: Send + Sync;
 
     /// Whether `[addr, addr + size)` is ours; `Some` claims it (pinned).
-    fn acquire(
-        this: ArcBorrow<'_, Self>,
-        addr: u64,
-        size: u64,
-    ) -> Result<Option<Arc<Self::Registration>>>;
+    fn acquire(this: ArcBorrow<'_, Self>, addr: u64, size: u64) -> Result<Option<Arc<Self::Mr>>>;
     /// The core takes the pages of a claimed range.
-    fn get_pages(reg: &Self::Registration, addr: u64, size: u64, core_context: u64) -> Result;
+    fn get_pages(reg: &Self::Mr, addr: u64, size: u64, core_context: u64) -> Result;
     /// DMA-map for `dev` into `sg`; returns the number of SG entries.
-    fn dma_map(reg: &Self::Registration, sg: SgTable, dev: DmaDevice) -> Result<u32>;
+    fn dma_map(reg: &Self::Mr, sg: SgTable, dev: DmaDevice) -> Result<u32>;
     /// Undo `dma_map` (the core is done with the SG table).
-    fn dma_unmap(reg: &Self::Registration);
+    fn dma_unmap(reg: &Self::Mr);
     /// The core gives the pages back.
-    fn put_pages(reg: &Self::Registration);
+    fn put_pages(reg: &Self::Mr);
     /// The page size of the registration's memory.
-    fn page_size(reg: &Self::Registration) -> u64;
+    fn page_size(reg: &Self::Mr) -> u64;
     /// The core is done with the registration.
-    fn release(reg: Arc<Self::Registration>);
-    /// The driver revoked the registration's memory (cudaFree).  Completes
-    /// only through `Pins::revoke`, whose [`Revoked`] carries the callback's
-    /// reference, given back once the callback is done.
-    fn revoke(reg: &Self::Registration, ran: CallbackRan) -> Revoked<Self::Registration>;
+    fn release(reg: Arc<Self::Mr>);
     /// The debugfs `stats` file.
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut crate::glue::SeqWriter);
+    /// The static that keeps the client of this type while it serves (one
+    /// per client type: `static ACTIVE: Active<Self> = Active::new();`).
+    fn active() -> &'static Active<Self>;
 }
 
-/// The client the trampolines serve: an `Arc<T>` turned into a raw pointer
-/// by [`ClientTable::activate`], taken back by [`ClientTable::deactivate`].
-static ACTIVE: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+/// The client of type `T` the trampolines serve: an `Arc<T>` turned into a
+/// raw pointer by [`ClientTable::activate`], taken back by
+/// [`ClientTable::deactivate`].
+///
+/// # Invariants
+///
+/// A non-null pointer came from `Arc::into_raw` and owns that reference.
+pub(crate) struct Active<T>(AtomicPtr<T>);
+
+impl<T> Active<T> {
+    /// No client.
+    pub(crate) const fn new() -> Self {
+        Active(AtomicPtr::new(ptr::null_mut()))
+    }
+}
+
+/// The stats show of the active client's type (see [`peermem_stats_show`]).
+struct StatsShow {
+    show: unsafe fn(NonNull<seq_file>),
+}
+
+/// The [`StatsShow`] of the active client's type, set while one is active.
+///
+/// # Invariants
+///
+/// A non-null pointer points to a `'static` [`StatsShow`] constant.
+static STATS_SHOW: AtomicPtr<StatsShow> = AtomicPtr::new(ptr::null_mut());
 
 /// The function table of client `T`, to register with the core.
 pub(crate) struct ClientTable<T>(PhantomData<T>);
 
 impl<T: PeerMemoryClient> ClientTable<T> {
+    const STATS_SHOW: &'static StatsShow = &StatsShow { show: Self::stats };
+
     /// Builds the table.  `invalidation`: an extended table (version[15] set,
     /// ex_size, `PEER_MEM_INVALIDATE_UNMAPS`) for an invalidation client.
     /// `Err(EINVAL)` if `name` is empty or too long.
@@ -104,28 +125,36 @@ impl<T: PeerMemoryClient> ClientTable<T> {
         Ok(t)
     }
 
-    /// Makes `client` the one the trampolines serve.
+    /// Makes `client` the one the trampolines (and the stats file) serve.
     pub(crate) fn activate(client: Arc<T>) {
-        let old = ACTIVE.swap(Arc::into_raw(client).cast_mut().cast(), Ordering::AcqRel);
+        // INVARIANT: an `Arc::into_raw` pointer, owning its reference.
+        let old = T::active()
+            .0
+            .swap(Arc::into_raw(client).cast_mut(), Ordering::AcqRel);
         debug_assert!(old.is_null());
+        // INVARIANT: a `'static` constant.
+        let show = ptr::from_ref(Self::STATS_SHOW).cast_mut();
+        STATS_SHOW.store(show, Ordering::Release);
     }
 
     /// Stops serving: the core cannot call us any more (`Unregistered`), nor
     /// can a reader of the stats (`StatsRemoved`).
     pub(crate) fn deactivate(_core: Unregistered, _stats: StatsRemoved) -> Option<Arc<T>> {
-        let p = ACTIVE.swap(ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: a non-null `p` came from `Arc::into_raw` in `activate`,
-        // and is taken back exactly once (the swap cleared it).
-        NonNull::new(p).map(|p| unsafe { Arc::from_raw(p.as_ptr().cast::<T>()) })
+        STATS_SHOW.store(ptr::null_mut(), Ordering::Release);
+        let p = T::active().0.swap(ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: a non-null `p` came from `Arc::into_raw` in `activate`
+        // (`Active` invariant), and is taken back exactly once (the swap
+        // cleared it).
+        NonNull::new(p).map(|p| unsafe { Arc::from_raw(p.as_ptr()) })
     }
 
     fn active<'a>() -> Option<ArcBorrow<'a, T>> {
-        let p = NonNull::new(ACTIVE.load(Ordering::Acquire))?;
+        let p = NonNull::new(T::active().0.load(Ordering::Acquire))?;
         // `deactivate` needs proof that neither the core nor a stats reader
         // can call us any more, so no borrow made here outlives the client.
         // SAFETY: `p` came from `Arc::into_raw(Arc<T>)` and stays alive until
         // `deactivate`.
-        Some(unsafe { ArcBorrow::from_raw(p.as_ptr().cast::<T>()) })
+        Some(unsafe { ArcBorrow::from_raw(p.as_ptr()) })
     }
 
     /// Shows the stats through the active client (debugfs).
@@ -135,8 +164,8 @@ impl<T: PeerMemoryClient> ClientTable<T> {
     /// `seq` must be the seq_file of a show call in progress.
     unsafe fn stats(seq: NonNull<seq_file>) {
         if let Some(client) = Self::active() {
-            // SAFETY: `seq` is the seq_file of the show call in progress (the
-            // caller's contract).
+            // SAFETY: the glue's seq_file show passes its `seq`, valid until
+            // the show returns (see the safety section).
             let mut w = unsafe { crate::glue::SeqWriter::new(seq) };
             T::show_stats(client, &mut w);
         }
@@ -149,10 +178,11 @@ impl<T: PeerMemoryClient> ClientTable<T> {
 ///
 /// `ctx` must be a `client_context` produced by `acquire::<T>` and not yet
 /// given to `release::<T>`.
-unsafe fn registration<'a, T: PeerMemoryClient>(ctx: *mut c_void) -> &'a T::Registration {
-    // SAFETY: `ctx` came from `Arc::into_raw` in `acquire` and the core
-    // keeps it alive until `release` (the caller's contract).
-    unsafe { &*ctx.cast::<T::Registration>() }
+unsafe fn mr<'a, T: PeerMemoryClient>(ctx: *mut c_void) -> &'a T::Mr {
+    // SAFETY: `ctx` came from `Arc::into_raw` in `acquire` (see the safety
+    // section): that reference stays until `release` takes it back, and the
+    // core calls no other callback with a context after its `release`.
+    unsafe { &*ctx.cast::<T::Mr>() }
 }
 
 /// `acquire`: 1 if the range is ours (then `*client_context` is set), else 0.
@@ -175,8 +205,8 @@ unsafe extern "C" fn acquire<T: PeerMemoryClient>(
     }
     match T::acquire(client, addr as u64, size as u64) {
         Ok(Some(reg)) => {
-            // SAFETY: `client_context` is a valid out pointer (checked
-            // non-null; the core's contract).
+            // SAFETY: the core passes an out pointer for the context of the
+            // registration it is making, checked non-null above.
             unsafe { *client_context = Arc::into_raw(reg).cast_mut().cast() };
             1
         }
@@ -199,8 +229,9 @@ unsafe extern "C" fn get_pages<T: PeerMemoryClient>(
     client_context: *mut c_void,
     core_context: u64,
 ) -> c_int {
-    // SAFETY: the caller's contract.
-    let reg = unsafe { registration::<T>(client_context) };
+    // SAFETY: the core calls `get_pages` only with a context `acquire::<T>`
+    // returned, before its `release`.
+    let reg = unsafe { mr::<T>(client_context) };
     kernel::error::from_result(|| {
         T::get_pages(reg, addr as u64, size as u64, core_context)?;
         Ok(0)
@@ -220,8 +251,9 @@ unsafe extern "C" fn dma_map<T: PeerMemoryClient>(
     _dmasync: c_int,
     nmap: *mut c_int,
 ) -> c_int {
-    // SAFETY: the caller's contract.
-    let reg = unsafe { registration::<T>(client_context) };
+    // SAFETY: the core calls `dma_map` only with a context `acquire::<T>`
+    // returned, before its `release`.
+    let reg = unsafe { mr::<T>(client_context) };
     kernel::error::from_result(|| {
         let (Some(sg), Some(dev)) = (NonNull::new(sg_head), NonNull::new(dma_device)) else {
             return Err(EINVAL);
@@ -229,10 +261,12 @@ unsafe extern "C" fn dma_map<T: PeerMemoryClient>(
         if nmap.is_null() {
             return Err(EINVAL);
         }
-        // SAFETY: the core's table and device, valid during this call.
+        // SAFETY: the core passes its SG table and DMA device (checked
+        // non-null), both valid until `dma_map` returns.
         let (sg, dev) = unsafe { (SgTable::new(sg), DmaDevice::new(dev)) };
         let n = T::dma_map(reg, sg, dev)?;
-        // SAFETY: `nmap` is a valid out pointer (checked non-null).
+        // SAFETY: the core passes `nmap` as an out pointer for this call
+        // (checked non-null).
         unsafe { *nmap = c_int::try_from(n).unwrap_or(c_int::MAX) };
         Ok(0)
     })
@@ -248,8 +282,9 @@ unsafe extern "C" fn dma_unmap<T: PeerMemoryClient>(
     client_context: *mut c_void,
     _dma_device: *mut device,
 ) -> c_int {
-    // SAFETY: the caller's contract.
-    let reg = unsafe { registration::<T>(client_context) };
+    // SAFETY: the core calls `dma_unmap` only with a context
+    // `acquire::<T>` returned, before its `release`.
+    let reg = unsafe { mr::<T>(client_context) };
     // The table is ours (the core got a copy of its header): nothing to read.
     let _ = sg_head;
     T::dma_unmap(reg);
@@ -265,8 +300,9 @@ unsafe extern "C" fn put_pages<T: PeerMemoryClient>(
     _sg_head: *mut sg_table,
     client_context: *mut c_void,
 ) {
-    // SAFETY: the caller's contract.
-    T::put_pages(unsafe { registration::<T>(client_context) });
+    // SAFETY: the core calls `put_pages` only with a context
+    // `acquire::<T>` returned, before its `release`.
+    T::put_pages(unsafe { mr::<T>(client_context) });
 }
 
 /// `get_page_size`.
@@ -275,8 +311,9 @@ unsafe extern "C" fn put_pages<T: PeerMemoryClient>(
 ///
 /// As for `get_pages`.
 unsafe extern "C" fn get_page_size<T: PeerMemoryClient>(client_context: *mut c_void) -> c_ulong {
-    // SAFETY: the caller's contract.
-    T::page_size(unsafe { registration::<T>(client_context) }) as c_ulong
+    // SAFETY: the core calls `get_page_size` only with a context
+    // `acquire::<T>` returned, before its `release`.
+    T::page_size(unsafe { mr::<T>(client_context) }) as c_ulong
 }
 
 /// `release`: the core drops its reference to the registration.
@@ -290,37 +327,7 @@ unsafe extern "C" fn release<T: PeerMemoryClient>(client_context: *mut c_void) {
     }
     // SAFETY: `client_context` came from `Arc::into_raw` in `acquire`; the
     // core gives it back exactly once, here.
-    T::release(unsafe { Arc::from_raw(client_context.cast::<T::Registration>()) });
-}
-
-/// The free callback of `T`'s registrations, for revocable pins.
-pub(crate) fn free_callback_of<T: PeerMemoryClient>() -> FreeCallback {
-    free_callback::<T>
-}
-
-/// The NVIDIA driver's free callback (cudaFree of pinned memory).
-///
-/// # Safety
-///
-/// `data` must be the `data` of a revocable pin, made by
-/// `CallbackRef::arm` from a `CallbackRef<T::Registration>`; the driver
-/// calls this at most once per pin, and never after the pin was released.
-unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
-    if data.is_null() {
-        return;
-    }
-    // That reference is given back only with the `Revoked` returned below.
-    // SAFETY: `data` is the `CallbackRef` of a pin still armed (the caller's
-    // contract), which keeps the registration alive.
-    let reg = unsafe { &*data.cast::<T::Registration>() };
-    // SAFETY: this is the driver's free callback, and it makes one proof.
-    let ran = unsafe { CallbackRan::new() };
-    let revoked = T::revoke(reg, ran);
-    // The reference is given back last, after every use of `reg`, from
-    // the module's work queue: it may be the last reference on the module,
-    // and module unload waits for that queue, so no code of ours runs
-    // after it is gone (here, the driver would return into our code).
-    crate::glue::defer(move || revoked.finish());
+    T::release(unsafe { Arc::from_raw(client_context.cast::<T::Mr>()) });
 }
 
 /// Shows the stats (debugfs).
@@ -331,7 +338,11 @@ unsafe extern "C" fn free_callback<T: PeerMemoryClient>(data: *mut c_void) {
 #[no_mangle]
 pub(crate) unsafe extern "C" fn peermem_stats_show(m: *mut seq_file) {
     if let Some(m) = NonNull::new(m) {
-        // SAFETY: the glue's show passes the seq_file of its call.
-        unsafe { ClientTable::<crate::registration::Client>::stats(m) };
+        let Some(show) = NonNull::new(STATS_SHOW.load(Ordering::Acquire)) else {
+            return;
+        };
+        // SAFETY: `show` points to a `'static` constant (`STATS_SHOW`
+        // invariant); the glue's show passes the seq_file of its call.
+        unsafe { (show.as_ref().show)(m) };
     }
 }

@@ -9,7 +9,7 @@ use crate::client::ClientTable;
 use crate::glue::{self, DebugFs, DeferQueue};
 use crate::nvidia::{Missing, NvidiaP2p};
 use crate::peer_core::{competing_module, ClientRegistration, PeerCore, CONTESTED_NAME};
-use crate::registration::{Client, Mode};
+use crate::peer_mr::{Client, Mode};
 use crate::stats::STATS;
 
 /// The loaded module.

@@ -135,7 +135,8 @@ pub(crate) fn defer<F: FnOnce() + Send + 'static>(f: F) {
 ///
 /// `arg` comes from `KBox::<F>::into_raw` in `defer` and is used once.
 unsafe extern "C" fn run<F: FnOnce()>(arg: *mut core::ffi::c_void) {
-    // SAFETY: the caller's contract.
+    // SAFETY: the glue's work item calls this once, with the `arg` `defer`
+    // queued: a `KBox<F>` from `KBox::into_raw`.
     let f = KBox::into_inner(unsafe { KBox::from_raw(arg.cast::<F>()) });
     f()
 }

@@ -15,8 +15,8 @@ mod glue;
 mod logic;
 mod nvidia;
 mod peer_core;
+mod peer_mr;
 mod pin_gate;
-mod registration;
 mod sg;
 mod stats;
 

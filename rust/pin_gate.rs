@@ -6,6 +6,8 @@
 //! is in the driver, and the free callback never passes the gate, so the
 //! gate adds no lock the driver's callback could wait for.
 
+use core::marker::PhantomData;
+
 use kernel::prelude::*;
 use kernel::sync::{CondVar, Mutex};
 use kernel::{new_condvar, new_mutex};
@@ -24,6 +26,17 @@ pub(crate) struct PinGate {
     left: CondVar,
 }
 
+/// Proof that the caller is on the table side of a [`PinGate`]: no
+/// revocable pin of that client is in the driver until it returns, so the
+/// driver cannot hand out, for a pin of ours, the address of a table it
+/// frees meanwhile.
+///
+/// # Invariants
+///
+/// Exists only while a [`PinGate::use_table`] call is on the table side:
+/// made there and only lent to its `call`.
+pub(crate) struct TableSide<'a>(PhantomData<&'a PinGate>);
+
 impl PinGate {
     /// An open gate.
     pub(crate) fn new() -> impl PinInit<Self> {
@@ -41,9 +54,10 @@ impl PinGate {
     }
 
     /// Runs `call` (a put or DMA map naming a revocable pin's table) while
-    /// no pin is in flight, keeping pins out until it returned.
-    pub(crate) fn use_table<T>(&self, call: impl FnOnce() -> T) -> T {
-        self.pass(Side::Table, call)
+    /// no pin is in flight, keeping pins out until it returned.  `call` gets
+    /// the proof of that, [`TableSide`].
+    pub(crate) fn use_table<T>(&self, call: impl FnOnce(&TableSide<'_>) -> T) -> T {
+        self.pass(Side::Table, || call(&TableSide(PhantomData)))
     }
 
     /// Runs `call` on `side` of the gate: waits until that side may enter,

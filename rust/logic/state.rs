@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The life of one registration (one `ibv_reg_mr` served by us), as a pure
-//! state machine.  The kernel side (rust/registration.rs) keeps a [`State`]
+//! state machine.  The kernel side (rust/peer_mr.rs) keeps a [`State`]
 //! under the registration's lock, asks it what to do for each event, and
 //! performs the returned [`Action`] *after* dropping the lock: no NVIDIA
 //! driver call and no call into the RDMA core is ever made with our lock

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The free callback's reference to a registration ([`CallbackRef`]) and the
-//! proofs that decide when it may be given back.  A revocable pin hands the
-//! driver a `data` pointer that owns one reference; giving it back while the
-//! driver may still call back with it would free memory the callback uses.
-//! So it is given back only with a [`Disarmed`] proof, which only the parent
-//! module makes (a failed pin call, a pin released by its owner) or a
-//! finished callback ([`Revoked::finish`]); dropped without one, it leaks.
+//! The driver's free callback: its trampoline, the trait of what it revokes
+//! ([`Revocable`]), the callback's reference to that ([`CallbackRef`]) and
+//! the proofs that decide when the reference may be given back.  A
+//! revocable pin hands the driver a `data` pointer that owns one reference;
+//! giving it back while the driver may still call back with it would free
+//! memory the callback uses.  So it is given back only with a [`Disarmed`]
+//! proof naming that pin's `data`, which only the parent module makes (a
+//! failed pin call, a pin released by its owner) or a finished callback
+//! ([`Revoked::finish`]); dropped without one, it leaks.
 
 use core::ffi::c_void;
 use core::ptr::NonNull;
@@ -16,51 +18,58 @@ use kernel::sync::Arc;
 
 use super::FreeCallback;
 
+/// What a revocable pin's free callback revokes (the per-MR type).
+pub(crate) trait Revocable: Send + Sync + Sized + 'static {
+    /// The driver revoked the memory (cudaFree).  Completes only through
+    /// `Pins::revoke`, whose [`Revoked`] carries the callback's reference,
+    /// given back once the callback is done.
+    fn revoke(&self, ran: CallbackRan) -> Revoked<Self>;
+}
+
 /// Proof that the driver will not call a pin's free callback any more: the
 /// pin call failed, the pin was released by its owner, or the callback ran.
-pub(crate) struct Disarmed(());
+///
+/// # Invariants
+///
+/// `data` is the callback `data` (address) of the pin it is about.
+pub(crate) struct Disarmed {
+    data: usize,
+}
 
 impl Disarmed {
-    /// Only the parent module knows when the driver is done with a pin.
-    pub(super) fn new() -> Self {
-        Disarmed(())
+    /// Only the parent module knows when the driver is done with the pin
+    /// armed with `data`.
+    pub(super) fn new(data: usize) -> Self {
+        Disarmed { data }
     }
 }
 
-/// Proof that the free callback is running (made only by its trampoline).
-pub(crate) struct CallbackRan(());
-
-impl CallbackRan {
-    /// # Safety
-    ///
-    /// Only the driver's free callback may make one, once per call.
-    pub(crate) unsafe fn new() -> Self {
-        CallbackRan(())
-    }
+/// Proof that the free callback is running for the pin armed with `data`.
+///
+/// # Invariants
+///
+/// Made only by the trampoline, once per call, with the call's `data`.
+pub(crate) struct CallbackRan {
+    data: usize,
 }
 
 /// A revoked registration's callback reference: given back when the free
 /// callback is done with the registration.
 pub(crate) struct Revoked<R> {
     callback: Option<CallbackRef<R>>,
-    _ran: CallbackRan,
+    ran: CallbackRan,
 }
 
 impl<R> Revoked<R> {
     /// Made by `Pins::revoke`, which forgets the driver's objects first.
     pub(super) fn new(callback: Option<CallbackRef<R>>, ran: CallbackRan) -> Self {
-        Revoked {
-            callback,
-            _ran: ran,
-        }
+        Revoked { callback, ran }
     }
-}
 
-impl<R> Revoked<R> {
     /// The callback is done: give its reference back.
     pub(crate) fn finish(self) {
         if let Some(cb) = self.callback {
-            cb.release(Disarmed(()));
+            cb.release(Disarmed::new(self.ran.data));
         }
     }
 }
@@ -71,8 +80,8 @@ impl<R> Revoked<R> {
 /// # Invariants
 ///
 /// `ptr` came from `Arc::into_raw` and owns that reference.  It is given
-/// back only with a [`Disarmed`] proof; dropped without one, it is leaked
-/// (a pin may still call back with it).
+/// back only with a [`Disarmed`] proof for `ptr`; dropped without one, it
+/// is leaked (a pin may still call back with it).
 pub(crate) struct CallbackRef<R> {
     ptr: NonNull<R>,
 }
@@ -80,24 +89,29 @@ pub(crate) struct CallbackRef<R> {
 // SAFETY: it is an `Arc<R>` in raw form, and `R: Send + Sync`.
 unsafe impl<R: Send + Sync> Send for CallbackRef<R> {}
 
-impl<R> CallbackRef<R> {
-    /// Turns a reference into the driver's `data` pointer.
-    pub(crate) fn new(reg: Arc<R>) -> Self {
+impl<R: Revocable> CallbackRef<R> {
+    /// Turns a reference into the driver's `data` pointer, armed with the
+    /// free callback of `R`: the reference, and the [`Armed`] callback for
+    /// the one pin call it is made for.
+    pub(crate) fn arm(reg: Arc<R>) -> (Self, Armed) {
         // SAFETY: `Arc::into_raw` never returns null.
         let ptr = unsafe { NonNull::new_unchecked(Arc::into_raw(reg).cast_mut()) };
-        CallbackRef { ptr }
+        let armed = Armed {
+            f: free_callback::<R>,
+            data: ptr.as_ptr().cast(),
+        };
+        (CallbackRef { ptr }, armed)
     }
+}
 
-    /// The callback `f` with this reference as its `data`, for a pin.
-    pub(crate) fn arm(&self, f: FreeCallback) -> Armed {
-        Armed {
-            f,
-            data: self.ptr.as_ptr().cast(),
+impl<R> CallbackRef<R> {
+    /// Gives the reference back: the driver will not call back with it.  A
+    /// proof for another pin gives nothing back (the reference leaks).
+    pub(crate) fn release(self, proof: Disarmed) {
+        if proof.data != self.ptr.as_ptr() as usize {
+            // `Drop` warns and leaks.
+            return;
         }
-    }
-
-    /// Gives the reference back: the driver will not call back with it.
-    pub(crate) fn release(self, _proof: Disarmed) {
         let ptr = self.ptr;
         core::mem::forget(self);
         // SAFETY: by the type invariant `ptr` owns an `Arc` reference, taken
@@ -112,8 +126,43 @@ impl<R> Drop for CallbackRef<R> {
     }
 }
 
-/// A free callback and its `data`, for [`NvidiaP2p::pin_revocable`].
+/// A free callback and its `data`, for one [`NvidiaP2p::pin_revocable`]
+/// (made only by [`CallbackRef::arm`], consumed by the pin call).
+///
+/// # Invariants
+///
+/// `data` is the pointer of a [`CallbackRef<R>`], `f` the trampoline of `R`.
+///
+/// [`NvidiaP2p::pin_revocable`]: super::NvidiaP2p::pin_revocable
 pub(crate) struct Armed {
     pub(super) f: FreeCallback,
     pub(super) data: *mut c_void,
+}
+
+/// The NVIDIA driver's free callback of `R`'s pins (cudaFree of pinned
+/// memory).
+///
+/// # Safety
+///
+/// Only the driver calls it, as the free callback given to
+/// `nvidia_p2p_get_pages` with the `data` made by [`CallbackRef::arm`] for
+/// `R`: at most once per pin, never after the pin was released.
+unsafe extern "C" fn free_callback<R: Revocable>(data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    // SAFETY: the driver calls back only for a pin still armed, with its
+    // `data` (its contract, see the function's safety section), and that
+    // `data` is a `CallbackRef<R>`: it keeps `R` alive until given back with
+    // a `Disarmed`, which for an armed pin only the `Revoked` below makes.
+    let reg = unsafe { &*data.cast::<R>() };
+    let ran = CallbackRan {
+        data: data as usize,
+    };
+    let revoked = reg.revoke(ran);
+    // The reference is given back last, after every use of `reg`, from
+    // the module's work queue: it may be the last reference on the module,
+    // and module unload waits for that queue, so no code of ours runs
+    // after it is gone (here, the driver would return into our code).
+    crate::glue::defer(move || revoked.finish());
 }

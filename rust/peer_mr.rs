@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The peer-memory client itself: [`Client`] (module-wide) and
-//! [`Registration`] (one per MR).  No `unsafe` here: the raw interfaces are
-//! wrapped in rust/client.rs, rust/nvidia.rs, rust/peer_core.rs and
+//! [`PeerMr`] (one per MR).  No `unsafe` here: the raw interfaces are
+//! wrapped in rust/client.rs, rust/nvidia/, rust/peer_core.rs and
 //! rust/sg.rs.
 //!
 //! One pin per registration: `acquire` decides ownership by pinning and
@@ -12,26 +12,27 @@
 //! the RDMA core.  The driver holds its own lock around the free callback,
 //! which takes ours; since we never take the driver's lock (by calling it)
 //! while holding ours, the two are never taken in both orders.  The free
-//! callback may wait (on [`Registration::unmapped`]) for a DMA unmap in
+//! callback may wait (on [`PeerMr::unmapped`]) for a DMA unmap in
 //! flight, which takes no driver lock; it never waits for a pin, unpin or
 //! map call.  The state machine and its diagram are in rust/logic/state.rs.
 
+use kernel::new_condvar;
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, CondVar, Mutex};
-use kernel::{new_condvar, new_mutex};
 
-use crate::client::{free_callback_of, PeerMemoryClient};
+use crate::client::{Active, PeerMemoryClient};
 use crate::glue::{self, ModuleRef, SeqWriter};
 use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
 use crate::nvidia::{
-    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, PageTable, Pins, Revoked,
-    Unpin,
+    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Pins, Revocable, Revoked,
 };
 use crate::peer_core::Invalidator;
 use crate::pin_gate::PinGate;
 use crate::sg::{DmaDevice, OwnedSgTable, SgTable};
 use crate::stats::{ErrorKind, STATS};
+
+mod unpin;
 
 /// How GPU memory is pinned.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -98,7 +99,7 @@ struct Inner {
     sg: Option<OwnedSgTable>,
     core_context: Option<u64>,
     /// The free callback's reference, while the callback may still run.
-    callback: Option<CallbackRef<Registration>>,
+    callback: Option<CallbackRef<PeerMr>>,
     /// An error from pinning, reported by `get_pages` (see `acquire`).
     pin_error: Option<Error>,
 }
@@ -112,7 +113,7 @@ struct Inner {
 /// driver), and `inner.callback` is `Some` while a free callback may still
 /// arrive.
 #[pin_data]
-pub(crate) struct Registration {
+pub(crate) struct PeerMr {
     client: Arc<Client>,
     addr: u64,
     size: u64,
@@ -125,7 +126,7 @@ pub(crate) struct Registration {
     _module: ModuleRef,
 }
 
-impl Registration {
+impl PeerMr {
     fn fail(kind: ErrorKind, e: Error) -> Error {
         STATS.error(kind);
         e
@@ -160,22 +161,22 @@ impl Registration {
         };
         let module = ModuleRef::get()?;
         let reg = Arc::pin_init(
-            pin_init!(Registration {
+            pin_init!(PeerMr {
                 client,
                 addr,
                 size,
                 range,
-                inner <- new_mutex!(Inner {
+                inner <- Pins::new_locked(|pins| Inner {
                     // Pinned from before the pin call: a free callback that
                     // arrives before we look at the result revokes it.
                     state: State::Pinned,
-                    pins: Pins::new(),
+                    pins,
                     sg: None,
                     core_context: None,
                     callback: None,
                     pin_error: None,
-                }, "peermem_rs::Registration::inner"),
-                unmapped <- new_condvar!("peermem_rs::Registration::unmapped"),
+                }),
+                unmapped <- new_condvar!("peermem_rs::PeerMr::unmapped"),
                 _module: module,
             }),
             GFP_KERNEL,
@@ -186,8 +187,7 @@ impl Registration {
                 // The callback's reference lives in the registration from
                 // before the pin call, so a callback arriving at any time
                 // finds it there.
-                let cb = CallbackRef::new(reg.clone());
-                let armed = cb.arm(free_callback_of::<Client>());
+                let (cb, armed) = CallbackRef::arm(reg.clone());
                 reg.inner.lock().callback = Some(cb);
                 // No put of ours is in flight meanwhile: none can name the
                 // table the driver gives us (see rust/logic/gate.rs).
@@ -310,15 +310,15 @@ impl Registration {
         // call: no pin of ours may be given its address meanwhile (the
         // gate), or the driver would map that pin for us.
         let mapped = match self.client.mode {
-            Mode::Invalidate => self.client.gate.use_table(|| {
+            Mode::Invalidate => self.client.gate.use_table(|gate| {
                 // The callback may have run while the map waited at the
                 // gate: then the table is freed, and is not passed on.
                 if self.inner.lock().state != State::Mapping {
                     return None;
                 }
-                Some(self.client.nvidia.dma_map(peer, table))
+                Some(self.client.nvidia.dma_map(peer, table, Some(gate)))
             }),
-            Mode::Persistent => Some(self.client.nvidia.dma_map(peer, table)),
+            Mode::Persistent => Some(self.client.nvidia.dma_map(peer, table, None)),
         };
         let Some(mapped) = mapped else {
             return Err(Self::fail(ErrorKind::Revoked, EFAULT));
@@ -397,162 +397,20 @@ impl Registration {
             self.unmapped.notify_all();
             return;
         };
-        if self.client.nvidia.dma_unmap(call).is_err() {
+        let (done, unmapped) = self.client.nvidia.dma_unmap(call);
+        if unmapped.is_err() {
             STATS.error(ErrorKind::DmaUnmap);
         }
         let mut inner = self.inner.lock();
-        inner.pins.unmap_done();
+        inner.pins.unmap_done(done);
         inner.state.unmap_end();
         drop(inner);
         self.unmapped.notify_all();
     }
 
-    /// Releases the pin (put_pages, or release of a pin never given back).
-    fn unpin(&self) {
-        let table = loop {
-            let mut inner = self.inner.lock();
-            let foreign = inner.pins.foreign();
-            let was = inner.state;
-            match inner.state.unpin_begin(foreign) {
-                Action::UnmapFirst => {
-                    // The core skipped dma_unmap (it releases a mapped pin).
-                    drop(inner);
-                    self.unmap();
-                }
-                Action::CallDriver => match inner.pins.take_table() {
-                    Some(t) => break t,
-                    None => {
-                        let _ = inner.state.unpin_end();
-                        return;
-                    }
-                },
-                _ => {
-                    if inner.state == State::Orphaned && was != State::Orphaned {
-                        pr_warn!(
-                            "GPU memory registered by process {} was deregistered from \
-                             another process: it stays pinned until that process frees \
-                             it or exits\n",
-                            inner.pins.owner().unwrap_or(0)
-                        );
-                        STATS.orphaned();
-                    }
-                    return;
-                }
-            }
-        };
-        self.finish_unpin(table);
-    }
-
-    /// Calls the driver to release `table` (state `Unpinning`), then settles
-    /// the callback's reference.  A revocable put passes the client's gate:
-    /// while it is in the driver no pin of ours can be given the table's
-    /// address should the free callback free it meanwhile.
-    fn finish_unpin(&self, table: PageTable) {
-        let unpinned = match self.client.mode {
-            Mode::Persistent => Some(self.unpin_persistent(table)),
-            Mode::Invalidate => self
-                .client
-                .gate
-                .use_table(|| self.unpin_unless_revoked(table)),
-        };
-        let Some(unpinned) = unpinned else {
-            // The callback ran while the put waited: it took its reference.
-            STATS.stale_put_skipped();
-            return;
-        };
-        match unpinned {
-            Ok(disarmed) => {
-                let mut inner = self.inner.lock();
-                // `unpin_end`: the callback did not take its reference (it
-                // did not run, and now never will).
-                let callback = if inner.state.unpin_end() {
-                    STATS.unpinned(self.range.len());
-                    inner.callback.take()
-                } else {
-                    None
-                };
-                drop(inner);
-                if let (Some(cb), Some(proof)) = (callback, disarmed) {
-                    cb.release(proof);
-                }
-            }
-            Err(Unpin::Foreign(table)) => {
-                // The owner changed under us (cannot happen: checked under
-                // the lock): keep the pin armed.
-                let mut inner = self.inner.lock();
-                inner.pins.restore(table);
-                if inner.state == State::Unpinning {
-                    inner.state.unpin_failed(true);
-                    STATS.orphaned();
-                }
-            }
-            Err(Unpin::Failed(e, _)) => {
-                STATS.error(ErrorKind::Unpin);
-                let armed = self.client.mode == Mode::Invalidate;
-                let mut inner = self.inner.lock();
-                if inner.state != State::Unpinning {
-                    // Revoked meanwhile: the callback settles everything.
-                    return;
-                }
-                inner.state.unpin_failed(armed);
-                drop(inner);
-                if armed {
-                    // Whether the pin is still armed is unknown: keep the
-                    // callback's reference (and the registration) until
-                    // the owner's cudaFree or exit.
-                    STATS.orphaned();
-                    pr_warn!(
-                        "the NVIDIA driver failed to unpin ({:?}): the pin is kept until \
-                         its free callback (cudaFree or process exit)\n",
-                        e
-                    );
-                } else {
-                    // No callback will come: nothing keeps the module.
-                    pr_warn!(
-                        "the NVIDIA driver failed to release a persistent pin ({:?}): \
-                         the GPU memory may stay pinned until the driver unloads\n",
-                        e
-                    );
-                }
-            }
-        }
-    }
-
-    /// The put of a persistent pin, tried again twice after a failure
-    /// (the driver's failures are transient: -ENOMEM, a busy state): no
-    /// callback will ever release it otherwise.
-    fn unpin_persistent(&self, table: PageTable) -> core::result::Result<Option<Disarmed>, Unpin> {
-        let mut result = self.client.nvidia.unpin(table);
-        for delay_ms in [10, 100] {
-            match result {
-                Err(Unpin::Failed(_, Some(table))) => {
-                    STATS.error(ErrorKind::Unpin);
-                    glue::msleep(delay_ms);
-                    result = self.client.nvidia.unpin(table);
-                }
-                other => return other,
-            }
-        }
-        result
-    }
-
-    /// The put of a revocable pin, unless its free callback ran since the
-    /// caller took the table out (`None`): the driver has freed the table
-    /// then, and its address may be another pin's.
-    fn unpin_unless_revoked(
-        &self,
-        table: PageTable,
-    ) -> Option<core::result::Result<Option<Disarmed>, Unpin>> {
-        if self.inner.lock().state != State::Unpinning {
-            table.forget();
-            return None;
-        }
-        Some(self.client.nvidia.unpin(table))
-    }
-
     /// The driver's free callback: wait for an unmap in flight, fence DMA if
     /// the HCA may be using the memory, give the page table and mapping up.
-    fn revoke(&self, ran: CallbackRan) -> Revoked<Registration> {
+    fn revoke(&self, ran: CallbackRan) -> Revoked<PeerMr> {
         let mut inner = self.inner.lock();
         let mut waited = false;
         let (orphan, action) = loop {
@@ -608,38 +466,40 @@ impl Registration {
     }
 }
 
-impl PeerMemoryClient for Client {
-    type Registration = Registration;
+impl Revocable for PeerMr {
+    fn revoke(&self, ran: CallbackRan) -> Revoked<PeerMr> {
+        PeerMr::revoke(self, ran)
+    }
+}
 
-    fn acquire(
-        this: ArcBorrow<'_, Self>,
-        addr: u64,
-        size: u64,
-    ) -> Result<Option<Arc<Registration>>> {
-        Registration::acquire(this.into(), addr, size)
+impl PeerMemoryClient for Client {
+    type Mr = PeerMr;
+
+    fn acquire(this: ArcBorrow<'_, Self>, addr: u64, size: u64) -> Result<Option<Arc<PeerMr>>> {
+        PeerMr::acquire(this.into(), addr, size)
     }
 
-    fn get_pages(reg: &Registration, addr: u64, size: u64, core_context: u64) -> Result {
+    fn get_pages(reg: &PeerMr, addr: u64, size: u64, core_context: u64) -> Result {
         reg.get_pages(addr, size, core_context)
     }
 
-    fn dma_map(reg: &Registration, sg: SgTable, dev: DmaDevice) -> Result<u32> {
+    fn dma_map(reg: &PeerMr, sg: SgTable, dev: DmaDevice) -> Result<u32> {
         reg.dma_map(sg, dev)
     }
 
-    fn dma_unmap(reg: &Registration) {
+    fn dma_unmap(reg: &PeerMr) {
         reg.unmap();
     }
 
-    fn put_pages(reg: &Registration) {
+    fn put_pages(reg: &PeerMr) {
         reg.unpin();
     }
 
-    fn page_size(_reg: &Registration) -> u64 {
+    fn page_size(_reg: &PeerMr) -> u64 {
         GPU_PAGE_SIZE
     }
 
-    fn release(reg: Arc<Registration>) {
+    fn release(reg: Arc<PeerMr>) {
         reg.unpin();
         // After an invalidation with PEER_MEM_INVALIDATE_UNMAPS the core
         // only cleared its copy of our SG table: it is ours to free.
@@ -648,11 +508,12 @@ impl PeerMemoryClient for Client {
         STATS.released();
     }
 
-    fn revoke(reg: &Registration, ran: CallbackRan) -> Revoked<Registration> {
-        reg.revoke(ran)
-    }
-
     fn show_stats(this: ArcBorrow<'_, Self>, w: &mut SeqWriter) {
         let _ = STATS.render(w, this.mode.name(), this.name);
+    }
+
+    fn active() -> &'static Active<Self> {
+        static ACTIVE: Active<Client> = Active::new();
+        &ACTIVE
     }
 }

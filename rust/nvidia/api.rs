@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The driver's entry points ([`NvidiaP2p`]): pin, unpin, DMA-map and
+//! unmap, each called through the address the module loader resolved.
+
+use core::ffi::c_void;
+use core::ptr::{self, NonNull};
+
+use kernel::prelude::*;
+
+use crate::bindings::{
+    glue, nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev, NVIDIA_P2P_FLAGS_DEFAULT,
+};
+use crate::logic::range::GpuRange;
+use crate::pin_gate::TableSide;
+
+use super::{
+    Armed, Disarmed, DmaMapping, FreeCallback, MapArgs, PageTable, PciDev, UnmapArgs, Unmapped,
+};
+
+/// `-ENOTSUPP` (524): the driver's "not supported here" (persistent pins on
+/// MIG, confidential computing, vGPU; force-BAR1 tables at map time).  A
+/// kernel-internal errno: userspace would show "Unknown error 524".
+const ENOTSUPP: i32 = 524;
+
+/// Whether a driver error is `-ENOTSUPP`.
+pub(crate) fn is_enotsupp(e: Error) -> bool {
+    e.to_errno() == -ENOTSUPP
+}
+
+/// Why the NVIDIA driver cannot be used.
+pub(crate) enum Missing {
+    /// A required entry point is exported by no loaded module.
+    Symbol(&'static str),
+}
+
+/// The driver's entry points.
+///
+/// # Invariants
+///
+/// Each function pointer is the address of the exported function of that
+/// name, resolved by the module loader when we were loaded (a weak
+/// reference, see rust/glue.c); the loader holds a reference on the
+/// exporting module until we are unloaded.
+pub(crate) struct NvidiaP2p {
+    get_pages: unsafe extern "C" fn(
+        u64,
+        u32,
+        u64,
+        u64,
+        *mut *mut nvidia_p2p_page_table,
+        Option<FreeCallback>,
+        *mut c_void,
+    ) -> kernel::ffi::c_int,
+    put_pages:
+        unsafe extern "C" fn(u64, u32, u64, *mut nvidia_p2p_page_table) -> kernel::ffi::c_int,
+    persistent: Option<Persistent>,
+    dma_map_pages: unsafe extern "C" fn(
+        *mut pci_dev,
+        *mut nvidia_p2p_page_table,
+        *mut *mut nvidia_p2p_dma_mapping,
+    ) -> kernel::ffi::c_int,
+    dma_unmap_pages: unsafe extern "C" fn(
+        *mut pci_dev,
+        *mut nvidia_p2p_page_table,
+        *mut nvidia_p2p_dma_mapping,
+    ) -> kernel::ffi::c_int,
+}
+
+struct Persistent {
+    get: unsafe extern "C" fn(u64, u64, *mut *mut nvidia_p2p_page_table, u32) -> kernel::ffi::c_int,
+    put: unsafe extern "C" fn(u64, *mut nvidia_p2p_page_table, u32) -> kernel::ffi::c_int,
+}
+
+impl NvidiaP2p {
+    /// The API, or the first required entry point no loaded module exports.
+    /// Weak references resolve plain and GPL-only exports alike (older
+    /// drivers export plainly, which `symbol_get` refuses since Linux 6.6).
+    /// The persistent pair is optional (driver 535 and later).
+    pub(crate) fn find() -> core::result::Result<Self, Missing> {
+        let mut api = glue::peermem_nvidia_api::default();
+        // SAFETY: `api` is a valid out pointer; the glue only stores the
+        // loader-resolved addresses (or NULL) into it.
+        unsafe { glue::peermem_nvidia_api_get(&mut api) };
+        let missing = |name| Missing::Symbol(name);
+        let persistent = match (api.get_pages_persistent, api.put_pages_persistent) {
+            (Some(get), Some(put)) => Some(Persistent { get, put }),
+            _ => None,
+        };
+        // INVARIANT: the addresses come from the loader's resolution.
+        Ok(NvidiaP2p {
+            get_pages: api.get_pages.ok_or(missing("nvidia_p2p_get_pages"))?,
+            put_pages: api.put_pages.ok_or(missing("nvidia_p2p_put_pages"))?,
+            dma_map_pages: api
+                .dma_map_pages
+                .ok_or(missing("nvidia_p2p_dma_map_pages"))?,
+            dma_unmap_pages: api
+                .dma_unmap_pages
+                .ok_or(missing("nvidia_p2p_dma_unmap_pages"))?,
+            persistent,
+        })
+    }
+
+    /// Whether the driver has the persistent API (driver 535 and later).
+    pub(crate) fn has_persistent(&self) -> bool {
+        self.persistent.is_some()
+    }
+
+    /// Pins `range` of the calling process's GPU address space with the
+    /// persistent API: no free callback, the memory outlives cudaFree until
+    /// we unpin.
+    pub(crate) fn pin_persistent(&self, range: &GpuRange) -> Result<PageTable> {
+        let Some(p) = &self.persistent else {
+            return Err(crate::compat::eopnotsupp());
+        };
+        let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
+        // SAFETY: `range` is aligned and non-empty (GpuRange invariant),
+        // `table` is an out pointer, the flags are the only ones allowed.
+        let rc = unsafe {
+            (p.get)(
+                range.start(),
+                range.len(),
+                &mut table,
+                NVIDIA_P2P_FLAGS_DEFAULT,
+            )
+        };
+        kernel::error::to_result(rc)?;
+        PageTable::new(table, range, None, 0)
+    }
+
+    /// Pins `range` of the calling process's GPU address space, revocably:
+    /// the driver calls `armed`'s callback if the memory is freed while
+    /// pinned.  When the driver kept no callback, the error comes with the
+    /// [`Disarmed`] that gives the callback's reference back; without one,
+    /// the reference must be kept (leaked rather than freed in use).
+    pub(crate) fn pin_revocable(
+        &self,
+        range: &GpuRange,
+        armed: Armed,
+    ) -> core::result::Result<PageTable, (Error, Option<Disarmed>)> {
+        let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
+        let data = armed.data as usize;
+        // SAFETY: `range` is aligned and non-empty (GpuRange invariant),
+        // `table` is an out pointer.  `armed.data` stays valid until the
+        // callback ran or the pin was released: its `CallbackRef` can only
+        // be given back with a `Disarmed` proof for it, which exists only
+        // then.
+        let rc = unsafe {
+            (self.get_pages)(
+                0,
+                0,
+                range.start(),
+                range.len(),
+                &mut table,
+                Some(armed.f),
+                armed.data,
+            )
+        };
+        if let Err(e) = kernel::error::to_result(rc) {
+            // The driver keeps no callback of a failed pin.
+            return Err((e, Some(Disarmed::new(data))));
+        }
+        // A success without a table would be a driver bug: the pin, if any,
+        // stays armed, so no proof is made and the reference is kept.
+        PageTable::new(table, range, Some(current_process()), data).map_err(|e| (e, None))
+    }
+
+    /// Releases a pin (put_pages).  For a revocable pin, the driver looks the
+    /// pin up among the calling process's allocations: from any other
+    /// process (or a kernel thread) its put would find nothing, return 0,
+    /// and leave the pin and its callback armed, so the table is given back
+    /// untouched ([`Unpin::Foreign`]).  On success the callback of a
+    /// revocable pin can no longer start ([`Disarmed`]); one that raced with
+    /// the put already ran (the put waits for the driver's lock, which the
+    /// driver holds around the callback).
+    pub(crate) fn unpin(&self, table: PageTable) -> core::result::Result<Option<Disarmed>, Unpin> {
+        let rc = match (table.owner, &self.persistent) {
+            (Some(owner), _) if owner != current_process() || owner == 0 => {
+                return Err(Unpin::Foreign(table))
+            }
+            // SAFETY: `table` is a revocable pin we own (type invariant),
+            // released once here by value, by the process that pinned it.
+            (Some(_), _) => unsafe { (self.put_pages)(0, 0, table.va, table.ptr.as_ptr()) },
+            // SAFETY: a persistent pin we own, released once here by value;
+            // the flags of the persistent put must be 0.
+            (None, Some(p)) => unsafe { (p.put)(table.va, table.ptr.as_ptr(), 0) },
+            (None, None) => return Err(Unpin::Failed(EINVAL, Some(table))),
+        };
+        if let Err(e) = kernel::error::to_result(rc) {
+            // A persistent pin is released only by our put: it is still
+            // ours to retry.  Whether a revocable one is still armed is
+            // unknown: the table is not used again.
+            let table = if table.owner.is_none() {
+                Some(table)
+            } else {
+                table.forget();
+                None
+            };
+            return Err(Unpin::Failed(e, table));
+        }
+        Ok(table.owner.map(|_| Disarmed::new(table.data)))
+    }
+
+    /// DMA-maps a pinned page table for the peer PCI device `peer`.
+    ///
+    /// The table of a revocable pin is mapped only on the table side of the
+    /// client's pin gate (`gate`; `EINVAL` without it), so that no pin of
+    /// ours can be handed its address should the driver free it during the
+    /// call.
+    ///
+    /// Accepted race: this is the one window the API gives a revocable pin
+    /// no way to close.  The driver reads the table before it takes its
+    /// lock, and a concurrent cudaFree may free it meanwhile; the free
+    /// callback must not wait for this call (it needs the lock the driver
+    /// holds around the callback).  Whatever this returns after such a free
+    /// is the driver's; the caller checks for the callback afterwards.
+    pub(crate) fn dma_map(
+        &self,
+        peer: PciDev,
+        table: MapArgs,
+        gate: Option<&TableSide<'_>>,
+    ) -> Result<DmaMapping> {
+        if table.revocable && gate.is_none() {
+            return Err(EINVAL);
+        }
+        let mut mapping: *mut nvidia_p2p_dma_mapping = ptr::null_mut();
+        // SAFETY: `peer` is a live PCI device (PciDev invariant) and
+        // `mapping` an out pointer.  `table` was a live pin when taken from
+        // `Pins`; the driver keeps a persistent pin's table valid until our
+        // put, and a revocable one's until its free callback returned, which
+        // may happen during this call: the accepted race documented above.
+        // The gate (checked) keeps that race from reaching a pin of ours.
+        let rc = unsafe { (self.dma_map_pages)(peer.0.as_ptr(), table.ptr.as_ptr(), &mut mapping) };
+        kernel::error::to_result(rc)?;
+        let ptr = NonNull::new(mapping).ok_or(EIO)?;
+        // INVARIANT: the driver returned a mapping of `table` for `peer`.
+        Ok(DmaMapping { ptr, peer })
+    }
+
+    /// Releases a DMA mapping.  The returned [`Unmapped`] is the caller's
+    /// report of the return to [`Pins`] ([`Pins::unmap_done`]), which until
+    /// then keeps the free callback from completing.
+    pub(crate) fn dma_unmap(&self, args: UnmapArgs) -> (Unmapped, Result) {
+        let UnmapArgs { table, mapping } = args;
+        // Both stay valid during the call: they were live in `Pins` when
+        // taken, and `Pins` refuses to let the free callback complete (after
+        // which the driver frees them) until `unmap_done`; the unmap takes no
+        // driver lock, so that wait cannot deadlock (nvidia-p2p.md).
+        // SAFETY: `mapping` is a mapping of `table` for `mapping.peer` that we
+        // own (type invariant), released once here by value; both are valid.
+        let rc = unsafe {
+            (self.dma_unmap_pages)(
+                mapping.peer.0.as_ptr(),
+                table.as_ptr(),
+                mapping.ptr.as_ptr(),
+            )
+        };
+        let done = Unmapped {
+            table: table.as_ptr() as usize,
+        };
+        (done, kernel::error::to_result(rc))
+    }
+}
+
+/// Why a pin was not released.
+pub(crate) enum Unpin {
+    /// Asked for by another process than the one that pinned: not released;
+    /// the pin and its free callback stay armed.
+    Foreign(PageTable),
+    /// The driver failed the put (-ENOMEM, an invalid state).  A persistent
+    /// pin is given back (still pinned, ours to retry); whether a revocable
+    /// one is still armed is unknown (`None`).
+    Failed(Error, Option<PageTable>),
+}
+
+/// The process a call runs for, as the driver's per-process lookup sees it
+/// (0 for a kernel thread, which has no GPU address space).
+pub(super) fn current_process() -> u64 {
+    // SAFETY: reads `current`; no preconditions.
+    unsafe { glue::peermem_current_process() }
+}

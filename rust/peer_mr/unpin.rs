@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Releasing a registration's pin: the put from `put_pages` or `release`,
+//! through the pin gate for a revocable pin, and what a failed put leaves.
+
+use kernel::prelude::*;
+
+use crate::glue;
+use crate::logic::state::{Action, State};
+use crate::nvidia::{Disarmed, PageTable, Unpin};
+use crate::stats::{ErrorKind, STATS};
+
+use super::{Mode, PeerMr};
+
+impl PeerMr {
+    /// Releases the pin (put_pages, or release of a pin never given back).
+    pub(super) fn unpin(&self) {
+        let table = loop {
+            let mut inner = self.inner.lock();
+            let foreign = inner.pins.foreign();
+            let was = inner.state;
+            match inner.state.unpin_begin(foreign) {
+                Action::UnmapFirst => {
+                    // The core skipped dma_unmap (it releases a mapped pin).
+                    drop(inner);
+                    self.unmap();
+                }
+                Action::CallDriver => match inner.pins.take_table() {
+                    Some(t) => break t,
+                    None => {
+                        let _ = inner.state.unpin_end();
+                        return;
+                    }
+                },
+                _ => {
+                    if inner.state == State::Orphaned && was != State::Orphaned {
+                        pr_warn!(
+                            "GPU memory registered by process {} was deregistered from \
+                             another process: it stays pinned until that process frees \
+                             it or exits\n",
+                            inner.pins.owner().unwrap_or(0)
+                        );
+                        STATS.orphaned();
+                    }
+                    return;
+                }
+            }
+        };
+        self.finish_unpin(table);
+    }
+
+    /// Calls the driver to release `table` (state `Unpinning`), then settles
+    /// the callback's reference.  A revocable put passes the client's gate:
+    /// while it is in the driver no pin of ours can be given the table's
+    /// address should the free callback free it meanwhile.
+    pub(super) fn finish_unpin(&self, table: PageTable) {
+        let unpinned = match self.client.mode {
+            Mode::Persistent => Some(self.unpin_persistent(table)),
+            Mode::Invalidate => self
+                .client
+                .gate
+                .use_table(|_| self.unpin_unless_revoked(table)),
+        };
+        let Some(unpinned) = unpinned else {
+            // The callback ran while the put waited: it took its reference.
+            STATS.stale_put_skipped();
+            return;
+        };
+        match unpinned {
+            Ok(disarmed) => {
+                let mut inner = self.inner.lock();
+                // `unpin_end`: the callback did not take its reference (it
+                // did not run, and now never will).
+                let callback = if inner.state.unpin_end() {
+                    STATS.unpinned(self.range.len());
+                    inner.callback.take()
+                } else {
+                    None
+                };
+                drop(inner);
+                if let (Some(cb), Some(proof)) = (callback, disarmed) {
+                    cb.release(proof);
+                }
+            }
+            Err(Unpin::Foreign(table)) => {
+                // The owner changed under us (cannot happen: checked under
+                // the lock): keep the pin armed.
+                let mut inner = self.inner.lock();
+                inner.pins.restore(table);
+                if inner.state == State::Unpinning {
+                    inner.state.unpin_failed(true);
+                    STATS.orphaned();
+                }
+            }
+            Err(Unpin::Failed(e, _)) => {
+                STATS.error(ErrorKind::Unpin);
+                let armed = self.client.mode == Mode::Invalidate;
+                let mut inner = self.inner.lock();
+                if inner.state != State::Unpinning {
+                    // Revoked meanwhile: the callback settles everything.
+                    return;
+                }
+                inner.state.unpin_failed(armed);
+                drop(inner);
+                if armed {
+                    // Whether the pin is still armed is unknown: keep the
+                    // callback's reference (and the registration) until
+                    // the owner's cudaFree or exit.
+                    STATS.orphaned();
+                    pr_warn!(
+                        "the NVIDIA driver failed to unpin ({:?}): the pin is kept until \
+                         its free callback (cudaFree or process exit)\n",
+                        e
+                    );
+                } else {
+                    // No callback will come: nothing keeps the module.
+                    pr_warn!(
+                        "the NVIDIA driver failed to release a persistent pin ({:?}): \
+                         the GPU memory may stay pinned until the driver unloads\n",
+                        e
+                    );
+                }
+            }
+        }
+    }
+
+    /// The put of a persistent pin, tried again twice after a failure
+    /// (the driver's failures are transient: -ENOMEM, a busy state): no
+    /// callback will ever release it otherwise.
+    fn unpin_persistent(&self, table: PageTable) -> core::result::Result<Option<Disarmed>, Unpin> {
+        let mut result = self.client.nvidia.unpin(table);
+        for delay_ms in [10, 100] {
+            match result {
+                Err(Unpin::Failed(_, Some(table))) => {
+                    STATS.error(ErrorKind::Unpin);
+                    glue::msleep(delay_ms);
+                    result = self.client.nvidia.unpin(table);
+                }
+                other => return other,
+            }
+        }
+        result
+    }
+
+    /// The put of a revocable pin, unless its free callback ran since the
+    /// caller took the table out (`None`): the driver has freed the table
+    /// then, and its address may be another pin's.
+    fn unpin_unless_revoked(
+        &self,
+        table: PageTable,
+    ) -> Option<core::result::Result<Option<Disarmed>, Unpin>> {
+        if self.inner.lock().state != State::Unpinning {
+            table.forget();
+            return None;
+        }
+        Some(self.client.nvidia.unpin(table))
+    }
+}
