@@ -157,8 +157,9 @@ impl NvidiaP2p {
             )
         };
         if let Err(e) = kernel::error::to_result(rc) {
-            // The driver keeps no callback of a failed pin.
-            return Err((e, Some(Disarmed::new(data))));
+            // SAFETY: the driver keeps no callback of a pin it failed to
+            // make (nvidia_p2p_get_pages registers it only on success).
+            return Err((e, Some(unsafe { Disarmed::new(data) })));
         }
         // A success without a table would be a driver bug: the pin, if any,
         // stays armed, so no proof is made and the reference is kept.
@@ -198,7 +199,10 @@ impl NvidiaP2p {
             };
             return Err(Unpin::Failed(e, table));
         }
-        Ok(table.owner.map(|_| Disarmed::new(table.data)))
+        // SAFETY: a successful put of a revocable pin unregisters its free
+        // callback under the driver's lock; one that raced with the put has
+        // run already (see above).
+        Ok(table.owner.map(|_| unsafe { Disarmed::new(table.data) }))
     }
 
     /// DMA-maps a pinned page table for the peer PCI device `peer`.

@@ -37,9 +37,14 @@ pub(crate) struct Disarmed {
 }
 
 impl Disarmed {
-    /// Only the parent module knows when the driver is done with the pin
-    /// armed with `data`.
-    pub(super) fn new(data: usize) -> Self {
+    /// The proof for the pin armed with `data`.
+    ///
+    /// # Safety
+    ///
+    /// The driver will not call the free callback of the pin armed with
+    /// `data` any more: releasing the callback's reference on this proof
+    /// may free what `data` points to.
+    pub(super) unsafe fn new(data: usize) -> Self {
         Disarmed { data }
     }
 }
@@ -69,7 +74,10 @@ impl<R> Revoked<R> {
     /// The callback is done: give its reference back.
     pub(crate) fn finish(self) {
         if let Some(cb) = self.callback {
-            cb.release(Disarmed::new(self.ran.data));
+            // SAFETY: `ran` proves this is the pin's free callback, which
+            // the driver calls at most once per pin (nv-p2p.c: the pin is
+            // torn down with it); the callback is done once `finish` runs.
+            cb.release(unsafe { Disarmed::new(self.ran.data) });
         }
     }
 }
