@@ -142,9 +142,9 @@ impl<T: PeerMemoryClient> ClientTable<T> {
     pub(crate) fn deactivate(_core: Unregistered, _stats: StatsRemoved) -> Option<Arc<T>> {
         STATS_SHOW.store(ptr::null_mut(), Ordering::Release);
         let p = T::active().0.swap(ptr::null_mut(), Ordering::AcqRel);
+        // The swap cleared the slot: `p` is taken back exactly once.
         // SAFETY: a non-null `p` came from `Arc::into_raw` in `activate`
-        // (`Active` invariant), and is taken back exactly once (the swap
-        // cleared it).
+        // (`Active` invariant) and is taken back once (above).
         NonNull::new(p).map(|p| unsafe { Arc::from_raw(p.as_ptr()) })
     }
 
@@ -179,9 +179,9 @@ impl<T: PeerMemoryClient> ClientTable<T> {
 /// `ctx` must be a `client_context` produced by `acquire::<T>` and not yet
 /// given to `release::<T>`.
 unsafe fn mr<'a, T: PeerMemoryClient>(ctx: *mut c_void) -> &'a T::Mr {
-    // SAFETY: `ctx` came from `Arc::into_raw` in `acquire` (see the safety
-    // section): that reference stays until `release` takes it back, and the
-    // core calls no other callback with a context after its `release`.
+    // The core calls no other callback with a context after its `release`.
+    // SAFETY: `ctx` came from `Arc::into_raw` in `acquire` (the safety
+    // section), a reference kept until `release` takes it back.
     unsafe { &*ctx.cast::<T::Mr>() }
 }
 

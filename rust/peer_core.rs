@@ -33,9 +33,9 @@ impl PeerCore {
     /// stack has none, or its module was not loaded before us).
     pub(crate) fn find() -> Option<Self> {
         let mut api = glue::peermem_core_api::default();
-        // SAFETY: `api` is a valid, writable struct; the glue stores the
-        // resolved addresses of its two weak references, typed as in
-        // peer-mem-abi.h, or null.
+        // The glue stores the resolved addresses of its two weak references,
+        // typed as in peer-mem-abi.h, or null.
+        // SAFETY: `api` is a valid, writable struct for the call.
         unsafe { glue::peermem_core_api_get(&mut api) };
         Some(PeerCore {
             register: api.register_client?,

@@ -140,11 +140,11 @@ impl NvidiaP2p {
     ) -> core::result::Result<PageTable, (Error, Option<Disarmed>)> {
         let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
         let data = armed.data as usize;
+        // `armed.data` stays valid until the callback ran or the pin was
+        // released: its `CallbackRef` is given back only with a `Disarmed`
+        // proof for it, which exists only then.
         // SAFETY: `range` is aligned and non-empty (GpuRange invariant),
-        // `table` is an out pointer.  `armed.data` stays valid until the
-        // callback ran or the pin was released: its `CallbackRef` can only
-        // be given back with a `Disarmed` proof for it, which exists only
-        // then.
+        // `table` is an out pointer, `armed.data` lives (above).
         let rc = unsafe {
             (self.get_pages)(
                 0,
@@ -199,9 +199,9 @@ impl NvidiaP2p {
             };
             return Err(Unpin::Failed(e, table));
         }
+        // A callback that raced with the put has run already (see above).
         // SAFETY: a successful put of a revocable pin unregisters its free
-        // callback under the driver's lock; one that raced with the put has
-        // run already (see above).
+        // callback under the driver's lock: no more calls.
         Ok(table.owner.map(|_| unsafe { Disarmed::new(table.data) }))
     }
 
@@ -228,12 +228,13 @@ impl NvidiaP2p {
             return Err(EINVAL);
         }
         let mut mapping: *mut nvidia_p2p_dma_mapping = ptr::null_mut();
-        // SAFETY: `peer` is a live PCI device (PciDev invariant) and
-        // `mapping` an out pointer.  `table` was a live pin when taken from
-        // `Pins`; the driver keeps a persistent pin's table valid until our
-        // put, and a revocable one's until its free callback returned, which
-        // may happen during this call: the accepted race documented above.
-        // The gate (checked) keeps that race from reaching a pin of ours.
+        // `table` was a live pin when taken from `Pins`; the driver keeps a
+        // persistent pin's table valid until our put, and a revocable one's
+        // until its free callback returned, which may happen during this
+        // call: the accepted race documented above.  The gate (checked)
+        // keeps that race from reaching a pin of ours.
+        // SAFETY: `peer` is a live PCI device (PciDev invariant), `mapping`
+        // an out pointer, `table` as above.
         let rc = unsafe { (self.dma_map_pages)(peer.0.as_ptr(), table.ptr.as_ptr(), &mut mapping) };
         kernel::error::to_result(rc)?;
         let ptr = NonNull::new(mapping).ok_or(EIO)?;

@@ -74,9 +74,9 @@ impl<R> Revoked<R> {
     /// The callback is done: give its reference back.
     pub(crate) fn finish(self) {
         if let Some(cb) = self.callback {
-            // SAFETY: `ran` proves this is the pin's free callback, which
-            // the driver calls at most once per pin (nv-p2p.c: the pin is
-            // torn down with it); the callback is done once `finish` runs.
+            // `ran` proves this is the pin's free callback, which the driver
+            // calls at most once per pin (nv-p2p.c tears the pin down with it).
+            // SAFETY: that callback is done once `finish` runs: no more calls.
             cb.release(unsafe { Disarmed::new(self.ran.data) });
         }
     }
@@ -159,10 +159,10 @@ unsafe extern "C" fn free_callback<R: Revocable>(data: *mut c_void) {
     if data.is_null() {
         return;
     }
-    // SAFETY: the driver calls back only for a pin still armed, with its
-    // `data` (its contract, see the function's safety section), and that
-    // `data` is a `CallbackRef<R>`: it keeps `R` alive until given back with
-    // a `Disarmed`, which for an armed pin only the `Revoked` below makes.
+    // The driver calls back only for a pin still armed, with its `data` (the
+    // function's safety section); a `Disarmed` for an armed pin is made only
+    // by the `Revoked` below.
+    // SAFETY: `data` is a `CallbackRef<R>`, keeping `R` alive until then.
     let reg = unsafe { &*data.cast::<R>() };
     let ran = CallbackRan {
         data: data as usize,
