@@ -21,10 +21,16 @@ mkdir -p "$ROOT$SRC" "$ROOT$OUT"
 rsync -a --delete --exclude=.git --exclude=/build --exclude=target --exclude=/userspace \
   --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' "$TOP/" "$ROOT$SRC/"
 rm -f "$ROOT$OUT"/*.ko
+# product_copy DIR -- a copy of the product's source (no tests, no build
+# outputs) for a build of its own (identity, plants, binding variants), so
+# that each build stays incremental.
+product_copy() {
+  mkdir -p "$ROOT$1"
+  rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
+    --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$1/"
+}
 IDSRC=$STAGE/src/$KVER-nvidia_peermem
-mkdir -p "$ROOT$IDSRC"
-rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
-  --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$IDSRC/"
+product_copy "$IDSRC"
 
 # The negative controls (PEERMEM_PLANTS="leak_sg ...", set by run.sh only
 # when a plant-* case runs): the module with that bug planted,
@@ -33,9 +39,7 @@ rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude
 # bug).  A patch that no longer applies fails the build with its name.
 plant_dirs=
 for p in ${PEERMEM_PLANTS:-}; do
-  mkdir -p "$ROOT$SRC-plant-$p"
-  rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
-    --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$SRC-plant-$p/"
+  product_copy "$SRC-plant-$p"
   if ! patch -s -p1 -d "$ROOT$SRC-plant-$p" < "$TOP/tests/plants/$p.patch"; then
     echo "BUILD-FAIL $KVER peermem_plant_$p: tests/plants/$p.patch does not apply to rust/"; exit 1
   fi
@@ -54,9 +58,7 @@ modversions=; product_symvers=; variant_dirs=
 if grep -qx CONFIG_MODVERSIONS=y "$ROOT$KDIR/.config"; then
   modversions=y; product_symvers=$SRC/tests/sim/Module.symvers
   for v in weak skew; do
-    mkdir -p "$ROOT$SRC-$v" "$ROOT$OUT/$v"; rm -f "$ROOT$OUT/$v"/*.ko
-    rsync -a --delete --exclude=/tests --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
-      --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$SRC-$v/"
+    product_copy "$SRC-$v"; mkdir -p "$ROOT$OUT/$v"; rm -f "$ROOT$OUT/$v"/*.ko
     variant_dirs="$variant_dirs $SRC-$v"
   done
 fi

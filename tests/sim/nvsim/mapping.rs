@@ -168,10 +168,10 @@ impl StateGuard<'_> {
         Ok(ptr)
     }
 
-    /// Whether `table` is no live page table but one the driver released
-    /// after its free callback.
-    pub(crate) fn table_freed_by_callback(&self, table: usize) -> bool {
-        match self.find_table(table) {
+    /// Whether a lookup found an object the driver released after its free
+    /// callback (or, for a mapping, handed out in a torn-down epilogue).
+    fn released_by_callback(&self, found: Found) -> bool {
+        match found {
             Found::Retired(q) => self
                 .retired
                 .get(q)
@@ -180,16 +180,16 @@ impl StateGuard<'_> {
         }
     }
 
+    /// Whether `table` is no live page table but one the driver released
+    /// after its free callback.
+    pub(crate) fn table_freed_by_callback(&self, table: usize) -> bool {
+        self.released_by_callback(self.find_table(table))
+    }
+
     /// Whether `mapping` is no live mapping but one the driver released
     /// after its free callback (or handed out in a torn-down epilogue).
     pub(crate) fn mapping_freed_by_callback(&self, mapping: usize) -> bool {
-        match self.find_mapping(mapping) {
-            Found::Retired(q) => self
-                .retired
-                .get(q)
-                .is_some_and(|r| r.how() == Released::ByCallback),
-            _ => false,
-        }
+        self.released_by_callback(self.find_mapping(mapping))
     }
 
     /// dma_unmap_pages, start: checks, and marks the mapping in flight.

@@ -21,8 +21,9 @@ case $binding in
     fails_with "without the NVIDIA driver: ENODEV" 'No such device' insmod "$KO"
     check "... one line says which symbol is missing and to load nvidia first" \
       grep -qE 'peermem_rs: the NVIDIA driver is not loaded \(nvidia_p2p_get_pages is exported by no loaded module\): load nvidia first' <(log_since nonv) ;;
-  *) # Built against the driver's symvers: strong references (module-modversions).
-    fails_with "without the NVIDIA driver: the loader refuses the build bound to it" 'Unknown symbol' insmod "$KO" ;;
+  *) # Built against the driver's symvers: strong references, which the
+     # loader refuses without the driver (module-load checks that).
+     echo "info - $binding: no load without the NVIDIA driver to test here" ;;
 esac
 rmmod peer_core_sim
 
