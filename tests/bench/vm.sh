@@ -54,9 +54,12 @@ LOG=$RESULTS/console-$KVER.log
 PIDFILE=$RESULTS/qemu-$KVER.pid
 # A guest that has not reached the bench's PID 1 (VMBOOT) within BOOT_LIMIT
 # seconds is stuck in early boot (seen once under TCG on a loaded host:
-# silent after the real-mode setup); it is killed and booted once more.
+# silent after the real-mode setup); it is killed and booted once more.  So
+# is one that died before PID 1 (seen under multi-threaded TCG: an "Oops:
+# int3" in an initcall while the kernel patched its own text, before any
+# module of ours was loaded).
 : "${BOOT_LIMIT:=600}"
-boot() { # boot -- one boot; 3 if stuck before PID 1
+boot() { # boot -- one boot; 3 if stuck before PID 1, 4 if it died there
   local pipe waited=0
   rm -f "$PIDFILE"
   timeout --foreground -k 10 "$VM_TIMEOUT" "${qemu[@]}" -pidfile "$PIDFILE" \
@@ -74,6 +77,7 @@ boot() { # boot -- one boot; 3 if stuck before PID 1
     sleep 5; waited=$((waited + 5))
   done
   wait $pipe || true
+  grep -q '^VMBOOT ' "$LOG" || return 4
 }
 t0=$(date +%s)
 : > "$LOG"
