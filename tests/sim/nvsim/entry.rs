@@ -21,6 +21,7 @@ use crate::gpu::PinArgs;
 use crate::hooks::{self, Site};
 use crate::latency::{self, Op};
 use crate::lock::{FreeCallback, API};
+use crate::mapping::Linked;
 use crate::memory::GPU_PAGE;
 use crate::sys;
 use crate::violation::{self, Call, Kind};
@@ -289,10 +290,10 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
         if freed {
             prologue_raced(page_table as usize);
         }
-        let pro = API.state().map_prologue(page_table as usize, seq)?;
+        let mut pro = API.state().map_prologue(page_table as usize, seq)?;
         hooks::fire(Site::MapPrologue, pro.owner, pro.va);
         let api = API.lock_for(call)?;
-        let Some(mapping) = api.state().map_locked(&pro, peer)? else {
+        let Some(mapping) = api.state().map_locked(&mut pro, peer)? else {
             drop(api);
             prologue_raced(pro.table);
             return Err(EINVAL);
@@ -301,7 +302,14 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
         drop(api);
         // Epilogue, without the API lock: link the mapping.
         hooks::fire(Site::MapEpilogue, pro.owner, pro.va);
-        let mapping = API.state().map_epilogue(&pro, mapping, peer)?;
+        let table = pro.table;
+        let mapping = match API.state().map_epilogue(pro, mapping, peer)? {
+            Linked::Into(m) => m,
+            Linked::IntoFreed(m) => {
+                epilogue_raced(table);
+                m
+            }
+        };
         // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
         unsafe { out.as_ptr().write(mapping) };
         Ok(0)
@@ -329,6 +337,23 @@ fn prologue_raced(table: usize) {
         page_size,
         entries
     );
+}
+
+/// A cudaFree freed the allocation's bookkeeping during dma_map_pages'
+/// epilogue: the real driver links the new mapping into it, a write into
+/// freed memory (`driver_reads`, default on).
+fn epilogue_raced(table: usize) {
+    if !sys::param::driver_reads() || !sys::param::reuse_freed() {
+        return;
+    }
+    if sys::driver_links_freed(table) {
+        pr_info!(
+            "nvidia_p2p_dma_map_pages: the driver linked the mapping into the freed bookkeeping \
+             (a write into freed memory)\n"
+        );
+    } else {
+        pr_info!("nvidia_p2p_dma_map_pages: the freed table's memory was reused meanwhile\n");
+    }
 }
 
 /// Releases a DMA mapping.  Takes no API lock (only the allocation's

@@ -63,6 +63,7 @@ enum { NVSIM_OBJ_PAGE_TABLE = 0, NVSIM_OBJ_MAPPING = 1 };
 void *nvsim_glue_obj_alloc(u32 kind, size_t size);	/* zeroed; free with nvsim_glue_obj_free */
 void nvsim_glue_obj_free(u32 kind, void *p, size_t size);
 void nvsim_glue_obj_cache_drain(void);
+bool nvsim_glue_driver_links_freed(void *p);	/* false: p is not a cached (freed) page table */
 int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len);
 
 /* --- devices, reports -------------------------------------------------- */

@@ -88,6 +88,19 @@ pub(crate) struct MapRec {
     /// A dma_unmap_pages of it failed (injected): the put of its table
     /// frees it, as the driver does, and is no `put_before_unmap`.
     pub(crate) unmap_failed: bool,
+    /// Made for a caller whose own table was freed during its
+    /// dma_map_pages and whose address this pin got since: the driver
+    /// mapped or linked it into this pin (mapping.rs).  This pin's owner
+    /// never made it: its put frees it, as the driver does, and is no
+    /// `put_before_unmap`.
+    pub(crate) raced: bool,
+}
+
+impl MapRec {
+    /// Whether the pin's owner answers for it when putting the pin.
+    pub(crate) fn owners(&self) -> bool {
+        !self.unmap_failed && !self.raced
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -270,7 +283,10 @@ impl StateGuard<'_> {
 
     fn retire_pin(&mut self, p: usize, how: Released) {
         while let Some(m) = self.maps.find(|m| m.pin == p) {
-            self.retire_map(m, how);
+            // A raced mapping's holder lost its own pin to a free
+            // callback: any later use of it is judged as such.
+            let raced = self.maps.get(m).is_some_and(|r| r.raced);
+            self.retire_map(m, if raced { Released::ByCallback } else { how });
         }
         let seq = self.next_retire_seq();
         let Some(rec) = self.pins.remove(p) else {
@@ -501,7 +517,7 @@ impl StateGuard<'_> {
                 let live_maps = self
                     .maps
                     .iter()
-                    .filter(|(_, m)| m.pin == p && !m.unmap_failed)
+                    .filter(|(_, m)| m.pin == p && m.owners())
                     .count();
                 if live_maps > 0 {
                     let in_unmap = self

@@ -30,7 +30,8 @@ pub(crate) enum Site {
     MapEpilogue = NVSIM_HOOK_MAP_EPILOGUE as isize,
     Unmap = NVSIM_HOOK_UNMAP as isize,
     /// put_pages on its way to the API lock: after the free, the put is
-    /// held for the hook's whole wait (a put queued behind a teardown).
+    /// held for the hook's whole wait (a put queued behind a teardown), as
+    /// dma_map_pages is in its prologue and epilogue.
     Put = NVSIM_HOOK_PUT as isize,
     /// get_pages between its two API-lock holds: pinned, the free callback
     /// not registered yet.
@@ -164,9 +165,10 @@ pub(crate) fn fire(site: Site, owner: u32, va: u64) {
         }
         sys::msleep(2);
     };
-    if matches!(site, Site::Put) {
+    if matches!(site, Site::Put | Site::MapPrologue | Site::MapEpilogue) {
         // Held until the whole wait passed: other threads of the process
-        // pin meanwhile (the table the free released is free to reuse).
+        // pin meanwhile (the table the free released is free to reuse, and
+        // the driver knows the call's table by its address alone).
         while sys::msecs_since(t0) < u64::from(wait_ms) {
             sys::msleep(2);
         }

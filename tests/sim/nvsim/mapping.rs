@@ -4,12 +4,23 @@
 //! windows:
 //! - `nvidia_p2p_dma_map_pages` reads the page table and the allocation's
 //!   bookkeeping *before* taking the API lock (prologue), maps under it, and
-//!   links the new mapping into the bookkeeping *after* dropping it
-//!   (epilogue).  A cudaFree in the prologue frees the table it is about to
-//!   use; one in the epilogue frees the bookkeeping it links into.  Neither
-//!   is a client's fault (the client cannot close these windows): they are
-//!   counted (`map_raced_free`), the call fails (prologue) or hands out a
-//!   mapping the teardown already freed (epilogue).
+//!   links the new mapping into the bookkeeping at the table's address
+//!   *after* dropping it (epilogue).  Neither window is the client's fault
+//!   (it cannot close them); each is counted (`map_raced_free`), and the
+//!   outcome is the real driver's:
+//!   - a cudaFree in the prologue frees the table it is about to read: it
+//!     reads freed memory (`driver_reads`) and the call fails here (the
+//!     real driver maps what it read, or hits its `BUG_ON`);
+//!   - if a newer pin got the freed table's address before the reads, the
+//!     driver reads *that* pin's table: it maps that pin's memory for the
+//!     caller and links the mapping into it (`map_newer_pin`);
+//!   - a cudaFree in the epilogue: while the pin's teardown is pending the
+//!     mapping is linked into it and the teardown frees it; once the
+//!     bookkeeping is freed, the link is a write into freed memory
+//!     (`driver_reads`) and the mapping is never freed (`orphan_mappings`);
+//!     if a newer pin has the address by then, the mapping is linked into
+//!     that pin (`map_newer_pin`).
+//!   The caller gets the mapping in every case but the failed prologue.
 //! - `nvidia_p2p_dma_unmap_pages` takes no API lock (only the allocation's
 //!   mapping-list lock): it may run while a free callback runs.  If the
 //!   callback returns while the unmap is still in flight, the driver frees
@@ -35,6 +46,18 @@ pub(crate) struct Prologue {
     /// The allocation's owner and VA (the free hooks free it).
     pub(crate) owner: u32,
     pub(crate) va: u64,
+    /// The pin is not the one the caller was given: a newer pin took the
+    /// freed table's address during the call.
+    raced: bool,
+}
+
+/// Where dma_map's epilogue linked the mapping it hands out.
+pub(crate) enum Linked {
+    /// Into a live pin's bookkeeping.
+    Into(*mut nvidia_p2p_dma_mapping),
+    /// Into the freed bookkeeping of the caller's table (the driver's
+    /// write into freed memory is the caller's to make: entry.rs).
+    IntoFreed(*mut nvidia_p2p_dma_mapping),
 }
 
 /// A dma_unmap in flight.
@@ -65,33 +88,52 @@ impl StateGuard<'_> {
         match self.find_table(table) {
             Found::Live(p) => {
                 let pin = self.pins.get(p).ok_or(EINVAL)?;
-                if pin.created > entry_seq {
-                    // The table the call was given was freed after its
-                    // callback, and a newer pin has its address: the real
-                    // driver would map that pin for this caller.  The
-                    // documented window, the driver's hazard (tests/sim/
-                    // README.md, ledger): the call fails here instead.
-                    Event::MapRacedFree.count();
-                    pr_info!(
-                        "nvidia_p2p_dma_map_pages: the page table was freed and its address \
-                         reused by a newer pin during the call\n"
-                    );
-                    return Err(EINVAL);
+                // Made after the call started: the table the caller was
+                // given was freed after its callback, and this newer pin
+                // has its address.
+                let raced = pin.created > entry_seq;
+                let mut pro = self.prologue_of(p, table)?;
+                if raced {
+                    self.map_newer_pin(&mut pro, p, "the prologue");
                 }
-                let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
-                Ok(Prologue {
-                    pin: p,
-                    serial: pin.serial,
-                    table,
-                    owner: a.owner,
-                    va: a.va,
-                })
+                Ok(pro)
             }
             Found::Retired(q) => self
                 .stale(Call::DmaMapPages, q, entry_seq, false, "page table")
                 .and(Err(EINVAL)),
             Found::Unknown => Err(self.unknown(Call::DmaMapPages, "page table", table)),
         }
+    }
+
+    fn prologue_of(&self, p: usize, table: usize) -> Result<Prologue> {
+        let pin = self.pins.get(p).ok_or(EINVAL)?;
+        let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
+        Ok(Prologue {
+            pin: p,
+            serial: pin.serial,
+            table,
+            owner: a.owner,
+            va: a.va,
+            raced: false,
+        })
+    }
+
+    /// The caller's table was freed during its dma_map_pages and pin `p`
+    /// has its address now: the driver, which knows the table by its
+    /// address alone, goes on with `p` -- the documented window, the
+    /// driver's hazard, counted, not the client's violation.
+    fn map_newer_pin(&mut self, pro: &mut Prologue, p: usize, when: &str) {
+        Event::MapRacedFree.count();
+        Event::MapNewerPin.count();
+        let (serial, va) = self.pins.get(p).map_or((0, 0), |q| (q.serial, q.va));
+        pr_info!(
+            "nvidia_p2p_dma_map_pages: the page table was freed during the call and a newer              pin (VA {:#x}) has its address: {} goes on with that pin, for this caller\n",
+            va,
+            when
+        );
+        pro.pin = p;
+        pro.serial = serial;
+        pro.raced = true;
     }
 
     /// Whether the pin the prologue found is still live: the same pin (by
@@ -103,19 +145,37 @@ impl StateGuard<'_> {
             .is_some_and(|p| p.serial == pro.serial && p.table.ptr() as usize == pro.table)
     }
 
+    /// A live pin other than the prologue's at the prologue's table
+    /// address: the table was freed and its address reused meanwhile.
+    fn newer_pin_at(&self, pro: &Prologue) -> Option<usize> {
+        match self.find_table(pro.table) {
+            Found::Live(q) => self
+                .pins
+                .get(q)
+                .filter(|p| p.serial != pro.serial)
+                .map(|_| q),
+            _ => None,
+        }
+    }
+
     /// dma_map_pages, under the API lock: builds the mapping.  `None`: a
-    /// cudaFree freed the table during the prologue.
+    /// cudaFree freed the table during the prologue and no pin has its
+    /// address (the driver reads freed memory: entry.rs).
     pub(crate) fn map_locked(
         &mut self,
-        pro: &Prologue,
+        pro: &mut Prologue,
         peer: NonNull<pci_dev>,
     ) -> Result<Option<DmaMapping>> {
         if !self.still_live(pro) {
-            // The table was freed by a cudaFree during the prologue: the
-            // real driver now uses freed memory (entry.rs makes its
-            // reads).  Not the client's doing.
-            Event::MapRacedFree.count();
-            return Ok(None);
+            match self.newer_pin_at(pro) {
+                // The driver's reads (after the free) find that pin's table.
+                Some(q) => self.map_newer_pin(pro, q, "the map"),
+                None => {
+                    // Not the client's doing.
+                    Event::MapRacedFree.count();
+                    return Ok(None);
+                }
+            }
         }
         let pin = self.pins.get(pro.pin).ok_or(EINVAL)?;
         if pin.force_bar1 {
@@ -129,32 +189,42 @@ impl StateGuard<'_> {
     }
 
     /// dma_map_pages, the unlocked epilogue: links the mapping into the
-    /// allocation's bookkeeping -- or, if a cudaFree tore that down
-    /// meanwhile, frees it as the teardown would have (the client receives
-    /// a mapping that is already gone, as from the real driver).
+    /// bookkeeping at the table's address, whatever lives there now, and
+    /// hands it out (the module docs: the three outcomes of a cudaFree).
     pub(crate) fn map_epilogue(
         &mut self,
-        pro: &Prologue,
+        mut pro: Prologue,
         mapping: DmaMapping,
         peer: NonNull<pci_dev>,
-    ) -> Result<*mut nvidia_p2p_dma_mapping> {
+    ) -> Result<Linked> {
         let ptr = mapping.ptr();
-        if !self.still_live(pro) || self.pins.get(pro.pin).is_some_and(|p| p.called) {
-            // The real driver links the mapping into the freed pin's list
-            // (its own use after free) and hands it out: a live mapping
-            // that no teardown will ever free.  The caller gets it too;
-            // any later use of it with its (freed) table is a use after
-            // the callback.
+        if self.still_live(&pro) {
+            if self.pins.get(pro.pin).is_some_and(|p| p.called) {
+                // The pin's teardown is pending (its callback runs): it
+                // will free this mapping with the pin's others.
+                Event::MapRacedFree.count();
+                pr_info!(
+                    "nvidia_p2p_dma_map_pages: the allocation is being freed (epilogue): the \
+                     mapping is handed out, and freed with the pin when its callback returns\n"
+                );
+            }
+        } else if let Some(q) = self.newer_pin_at(&pro) {
+            self.map_newer_pin(&mut pro, q, "the link");
+        } else {
+            // The bookkeeping is freed: the link writes into freed memory
+            // and nobody will ever free the mapping.  The caller gets it
+            // too; any later use of it with its (freed) table is a use
+            // after the callback.
             Event::MapRacedFree.count();
             pr_info!(
                 "nvidia_p2p_dma_map_pages: the allocation was freed during the call (epilogue): \
-                 the mapping is handed out and never freed by the driver\n"
+                 the mapping is linked into the freed bookkeeping, handed out and never freed\n"
             );
             let seq = self.next_retire_seq();
             self.quarantine(Retired::new(ptr as usize, false, Released::ByCallback, seq));
             // (On allocation failure it is freed instead.)
             let _ = self.orphan_maps.insert(mapping);
-            return Ok(ptr);
+            return Ok(Linked::IntoFreed(ptr));
         }
         let rec = MapRec {
             mapping,
@@ -162,10 +232,11 @@ impl StateGuard<'_> {
             peer: peer.as_ptr() as usize,
             unmapping: false,
             unmap_failed: false,
+            raced: pro.raced,
         };
         // On failure the mapping is dropped (freed) with `rec`.
         self.maps.insert(rec)?;
-        Ok(ptr)
+        Ok(Linked::Into(ptr))
     }
 
     /// Whether a lookup found an object the driver released after its free

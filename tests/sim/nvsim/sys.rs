@@ -397,6 +397,17 @@ pub(crate) fn drain_object_cache() {
     unsafe { b::nvsim_glue_obj_cache_drain() }
 }
 
+/// The real driver's link of a new mapping into the freed bookkeeping of
+/// page table `table` (dma_map_pages' epilogue after a cudaFree): a write
+/// into freed memory, a KASAN report on a KASAN kernel.  Made only if
+/// `table` is a freed header the object cache holds; false otherwise.
+pub(crate) fn driver_links_freed(table: usize) -> bool {
+    // SAFETY: the glue dereferences `table` only if it is one of the
+    // object cache's headers, checked under the cache's lock (which keeps
+    // it allocated and not handed out meanwhile); any value may be passed.
+    unsafe { b::nvsim_glue_driver_links_freed(table as *mut c_void) }
+}
+
 /// A function of another module, looked up by name and held (the module
 /// cannot go away) until dropped.
 ///

@@ -199,14 +199,19 @@ pub(crate) enum Event {
     /// A cudaFree freed what a dma_map_pages in its unlocked prologue or
     /// epilogue was using (the driver's own hazard, not the client's).
     MapRacedFree,
+    /// ... and a newer pin got the freed table's address meanwhile: the
+    /// driver mapped that pin for the caller, or linked the caller's
+    /// mapping into it (counted with `MapRacedFree` too).
+    MapNewerPin,
     /// A free hook ran.
     HookFree,
 }
 
 /// Every event with its name, in counter order.
-pub(crate) const EVENTS: [(Event, &str); 3] = [
+pub(crate) const EVENTS: [(Event, &str); 4] = [
     (Event::ForeignPut, "foreign_puts"),
     (Event::MapRacedFree, "map_raced_free"),
+    (Event::MapNewerPin, "map_newer_pin"),
     (Event::HookFree, "hook_frees"),
 ];
 

@@ -26,6 +26,20 @@ for site in map_prologue map_epilogue; do
 done
 check "the driver counted the raced calls (its hazard, not the client's)" test "$(gpu_get map_raced_free)" -ge 2
 check "... the epilogue's mapping is the driver's leak, never touched by the module" test "$(gpu_get orphan_mappings)" = 1
+# The driver knows the call's table by its address alone: a pin made while
+# the map is held after the free would get the freed table's address, and
+# the driver would map that pin (prologue) or link the mapping into it
+# (epilogue) for us -- another registration's memory (sim-races shows the
+# driver's side with a client that has no gate).  Our pin/put gate keeps the
+# second registration's pin out of the driver until the map returned.
+for site in map_prologue map_epilogue; do
+  n0=$(gpu_get map_newer_pin); g0=$(pm_stat gate_waits)
+  check "$site held 1.5 s after the free while another thread registers" \
+    sim_run "A=gpu alloc 2M; B=gpu alloc 2M; gpu hook $site 1 1500; & !EFAULT core reg \$A 2M; sleep 400; H=core reg \$B 2M; wait; gpu get mappings; core dma-check \$H; core dereg \$H; gpu free \$B"
+  check "... the driver never went on with a newer pin (map_newer_pin stays $n0)" test "$(gpu_get map_newer_pin)" = "$n0"
+  check "... the second registration's pin waited at the gate" test "$(pm_stat gate_waits)" -gt "$g0"
+  check "... its pin held only its own mapping" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 1
+done
 # get_pages pins and registers the free callback in two holds of the
 # driver's lock; a cudaFree in between tears the pin down without a
 # callback and the get fails (EINVAL: not GPU memory any more, declined).

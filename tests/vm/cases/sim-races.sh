@@ -28,6 +28,39 @@ check "a delay hook holds the mapping lock while another thread frees" \
   sim_run 'A=gpu alloc 2M; & ?core reg $A 2M --hook after_get_pages:delay:300; sleep 100; gpu free $A; wait; gpu get pins'
 has "^0$" || bad "pin left"
 
+# The driver knows a dma_map_pages call's table by its address alone: it
+# reads the table before taking its lock and links the new mapping into the
+# table's bookkeeping after dropping it (nv-p2p.c).  A cudaFree in either
+# window frees the table (simclient's callback does not wait for a
+# registration still in dma_map), and a pin another thread makes meanwhile
+# gets the freed table's address: the driver maps that pin for the caller
+# (prologue) or links the caller's mapping into it (epilogue).  That pin's
+# owner never made the mapping: its put frees it, with no put_before_unmap.
+for site in map_prologue map_epilogue; do
+  n0=$(gpu_get map_newer_pin 2>/dev/null || echo none)
+  check "$site: cudaFree, then another thread's pin gets the freed table's address" \
+    sim_run "A=gpu alloc 2M; B=gpu alloc 2M; gpu hook $site 1 1500; & !EINVAL core reg \$A 2M; sleep 400; H=core reg \$B 2M; wait; gpu get mappings; core dma-check \$H; core dereg \$H; gpu get mappings; gpu get pins; gpu free \$B"
+  check "... the newer pin held the caller's mapping and its own; its put freed both" \
+    test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 2,0,0
+  check "... the driver went on with the newer pin (map_newer_pin: $n0, then +1)" \
+    test "$(gpu_get map_newer_pin 2>/dev/null)" = "$((n0 + 1))"
+done
+# With no newer pin at the address, the epilogue links the mapping into the
+# freed bookkeeping (a write into freed memory: driver_reads, off on the
+# debug kernel; hazard-map-epilogue runs it in the controls' boot) and the
+# mapping is never freed.
+o0=$(gpu_get orphan_mappings)
+w0=$(dmesg | grep -c "linked the mapping into the freed bookkeeping")
+check "map_epilogue, no newer pin: the mapping is handed out and never freed" \
+  sim_run 'A=gpu alloc 2M; gpu hook map_epilogue 1; !EINVAL core reg $A 2M; gpu get pins; gpu get mappings'
+check "... (pins, mappings: 0,0; orphan_mappings +1)" \
+  test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,),$(gpu_get orphan_mappings)" = "0,0,$((o0 + 1))"
+if [ "$(param nvidia_p2p_sim driver_reads)" = Y ]; then
+  check "... linked into the freed bookkeeping (the driver's write)" \
+    test "$(dmesg | grep -c "linked the mapping into the freed bookkeeping")" -gt "$w0"
+fi
+check "no put_before_unmap, nor any other violation" sim_check
+
 # The legacy flavour (dma_unmap/put_pages from inside invalidate).
 rmmod simclient_good
 check "legacy client (unmaps=0)" sim_client good unmaps=0
