@@ -78,6 +78,9 @@ for V in ${VARIANTS//,/ }; do
     check "[$V/$mode] no live registration left in $CLIENT" test "$(pm_stat live_registrations)" = 0
     check "[$V/$mode] nothing pinned by $CLIENT" test "$(pm_stat pinned_bytes)" = 0
     check "[$V/$mode] no SG table left in $CLIENT" test "$(pm_stat sg_tables)" = 0
+    # The map hooks hold a call after its free while other threads pin:
+    # the pin/put gate keeps those pins off the freed table's address.
+    check "[$V/$mode] no map went on with a newer pin (map_newer_pin=0)" test "$(gpu_get map_newer_pin)" = 0
     no_leaks
     check "[$V/$mode] $CLIENT and the simulators unload" pm_down
   done
