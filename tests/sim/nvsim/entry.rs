@@ -290,20 +290,19 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
         if freed {
             prologue_raced(page_table as usize);
         }
-        let mut pro = API.state().map_prologue(page_table as usize, seq)?;
+        let mut pro = API.state().map_prologue(page_table as usize, seq, peer)?;
         hooks::fire(Site::MapPrologue, pro.owner, pro.va);
         let api = API.lock_for(call)?;
-        let Some(mapping) = api.state().map_locked(&mut pro, peer)? else {
-            drop(api);
-            prologue_raced(pro.table);
-            return Err(EINVAL);
-        };
+        let freed = api.state().map_locked(&mut pro, peer)?;
         latency::charge(Op::Map, api.state().table_pages(page_table as usize));
         drop(api);
+        if freed {
+            prologue_raced(pro.table);
+        }
         // Epilogue, without the API lock: link the mapping.
         hooks::fire(Site::MapEpilogue, pro.owner, pro.va);
         let table = pro.table;
-        let mapping = match API.state().map_epilogue(pro, mapping, peer)? {
+        let mapping = match API.state().map_epilogue(pro, peer)? {
             Linked::Into(m) => m,
             Linked::IntoFreed(m) => {
                 epilogue_raced(table);
@@ -317,7 +316,8 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
 }
 
 /// A cudaFree freed the page table during dma_map_pages' prologue: the
-/// real driver goes on reading it (`driver_reads`, default on).
+/// real driver goes on reading it (`driver_reads`, default on), and maps
+/// the freed memory's addresses it read.
 fn prologue_raced(table: usize) {
     // With reuse_freed=0 the header was freed for real (KFENCE may have
     // unmapped it): the read would oops the test machine, not report.
@@ -333,7 +333,7 @@ fn prologue_raced(table: usize) {
     pr_info!(
         "nvidia_p2p_dma_map_pages: the page table was freed by a cudaFree (prologue); the \
          driver read page size type {:#x}, {} entries from it (the real driver can hit its \
-         BUG_ON on the page size here)\n",
+         BUG_ON on the page size here; past it, it maps what it read)\n",
         page_size,
         entries
     );

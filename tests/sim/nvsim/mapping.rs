@@ -49,6 +49,9 @@ pub(crate) struct Prologue {
     /// The pin is not the one the caller was given: a newer pin took the
     /// freed table's address during the call.
     raced: bool,
+    /// The mapping being made: the driver copies the table's page
+    /// addresses before its lock, maps them under it.
+    mapping: DmaMapping,
 }
 
 /// Where dma_map's epilogue linked the mapping it hands out.
@@ -84,7 +87,12 @@ impl StateGuard<'_> {
     }
 
     /// dma_map_pages, the unlocked prologue: the page table and its pin.
-    pub(crate) fn map_prologue(&mut self, table: usize, entry_seq: u64) -> Result<Prologue> {
+    pub(crate) fn map_prologue(
+        &mut self,
+        table: usize,
+        entry_seq: u64,
+        peer: NonNull<pci_dev>,
+    ) -> Result<Prologue> {
         match self.find_table(table) {
             Found::Live(p) => {
                 let pin = self.pins.get(p).ok_or(EINVAL)?;
@@ -92,7 +100,7 @@ impl StateGuard<'_> {
                 // given was freed after its callback, and this newer pin
                 // has its address.
                 let raced = pin.created > entry_seq;
-                let mut pro = self.prologue_of(p, table)?;
+                let mut pro = self.prologue_of(p, table, peer)?;
                 if raced {
                     self.map_newer_pin(&mut pro, p, "the prologue");
                 }
@@ -105,7 +113,7 @@ impl StateGuard<'_> {
         }
     }
 
-    fn prologue_of(&self, p: usize, table: usize) -> Result<Prologue> {
+    fn prologue_of(&self, p: usize, table: usize, peer: NonNull<pci_dev>) -> Result<Prologue> {
         let pin = self.pins.get(p).ok_or(EINVAL)?;
         let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
         Ok(Prologue {
@@ -115,7 +123,16 @@ impl StateGuard<'_> {
             owner: a.owner,
             va: a.va,
             raced: false,
+            mapping: self.copy_pages(p, peer)?,
         })
+    }
+
+    /// The driver's copy of pin `p`'s page addresses into a new mapping.
+    fn copy_pages(&self, p: usize, peer: NonNull<pci_dev>) -> Result<DmaMapping> {
+        let pin = self.pins.get(p).ok_or(EINVAL)?;
+        let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
+        let first = pin.first;
+        DmaMapping::new(pin.npages, |i| a.mem.page(first + i), peer)
     }
 
     /// The caller's table was freed during its dma_map_pages and pin `p`
@@ -127,7 +144,7 @@ impl StateGuard<'_> {
         Event::MapNewerPin.count();
         let (serial, va) = self.pins.get(p).map_or((0, 0), |q| (q.serial, q.va));
         pr_info!(
-            "nvidia_p2p_dma_map_pages: the page table was freed during the call and a newer              pin (VA {:#x}) has its address: {} goes on with that pin, for this caller\n",
+            "nvidia_p2p_dma_map_pages: the page table was freed during the call and a newer pin (VA {:#x}) has its address: {} goes on with that pin, for this caller\n",
             va,
             when
         );
@@ -158,34 +175,35 @@ impl StateGuard<'_> {
         }
     }
 
-    /// dma_map_pages, under the API lock: builds the mapping.  `None`: a
-    /// cudaFree freed the table during the prologue and no pin has its
-    /// address (the driver reads freed memory: entry.rs).
+    /// dma_map_pages, under the API lock: maps the copied addresses.
+    /// `Ok(true)`: a cudaFree freed the table during the prologue and no
+    /// pin has its address: the driver read the freed table (entry.rs
+    /// makes those reads) and maps what it read -- the freed memory's
+    /// addresses, which the caller gets.
     pub(crate) fn map_locked(
         &mut self,
         pro: &mut Prologue,
         peer: NonNull<pci_dev>,
-    ) -> Result<Option<DmaMapping>> {
+    ) -> Result<bool> {
         if !self.still_live(pro) {
             match self.newer_pin_at(pro) {
                 // The driver's reads (after the free) find that pin's table.
-                Some(q) => self.map_newer_pin(pro, q, "the map"),
+                Some(q) => {
+                    pro.mapping = self.copy_pages(q, peer)?;
+                    self.map_newer_pin(pro, q, "the map");
+                }
                 None => {
                     // Not the client's doing.
                     Event::MapRacedFree.count();
-                    return Ok(None);
+                    return Ok(true);
                 }
             }
         }
-        let pin = self.pins.get(pro.pin).ok_or(EINVAL)?;
-        if pin.force_bar1 {
+        if self.pins.get(pro.pin).ok_or(EINVAL)?.force_bar1 {
             return Err(sys::err(errno::ENOTSUPP));
         }
         self.take_fault(crate::bindings::NVSIM_FAULT_DMA_MAP)?;
-        let pin = self.pins.get(pro.pin).ok_or(EINVAL)?;
-        let a = self.allocs.get(pin.alloc).ok_or(EINVAL)?;
-        let first = pin.first;
-        DmaMapping::new(pin.npages, |i| a.mem.page(first + i), peer).map(Some)
+        Ok(false)
     }
 
     /// dma_map_pages, the unlocked epilogue: links the mapping into the
@@ -194,10 +212,9 @@ impl StateGuard<'_> {
     pub(crate) fn map_epilogue(
         &mut self,
         mut pro: Prologue,
-        mapping: DmaMapping,
         peer: NonNull<pci_dev>,
     ) -> Result<Linked> {
-        let ptr = mapping.ptr();
+        let ptr = pro.mapping.ptr();
         if self.still_live(&pro) {
             if self.pins.get(pro.pin).is_some_and(|p| p.called) {
                 // The pin's teardown is pending (its callback runs): it
@@ -223,11 +240,11 @@ impl StateGuard<'_> {
             let seq = self.next_retire_seq();
             self.quarantine(Retired::new(ptr as usize, false, Released::ByCallback, seq));
             // (On allocation failure it is freed instead.)
-            let _ = self.orphan_maps.insert(mapping);
+            let _ = self.orphan_maps.insert(pro.mapping);
             return Ok(Linked::IntoFreed(ptr));
         }
         let rec = MapRec {
-            mapping,
+            mapping: pro.mapping,
             pin: pro.pin,
             peer: peer.as_ptr() as usize,
             unmapping: false,
