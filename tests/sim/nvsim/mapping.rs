@@ -9,8 +9,9 @@
 //!   (it cannot close them); each is counted (`map_raced_free`), and the
 //!   outcome is the real driver's:
 //!   - a cudaFree in the prologue frees the table it is about to read: it
-//!     reads freed memory (`driver_reads`) and the call fails here (the
-//!     real driver maps what it read, or hits its `BUG_ON`);
+//!     reads freed memory (`driver_reads`) and maps what it read, the freed
+//!     memory's addresses (the real one may hit its `BUG_ON` first, on a
+//!     poisoned page size), then links as after a free in the epilogue;
 //!   - if a newer pin got the freed table's address before the reads, the
 //!     driver reads *that* pin's table: it maps that pin's memory for the
 //!     caller and links the mapping into it (`map_newer_pin`);
@@ -20,7 +21,7 @@
 //!     (`driver_reads`) and the mapping is never freed (`orphan_mappings`);
 //!     if a newer pin has the address by then, the mapping is linked into
 //!     that pin (`map_newer_pin`).
-//!   The caller gets the mapping in every case but the failed prologue.
+//!   The caller gets the mapping in every case.
 //! - `nvidia_p2p_dma_unmap_pages` takes no API lock (only the allocation's
 //!   mapping-list lock): it may run while a free callback runs.  If the
 //!   callback returns while the unmap is still in flight, the driver frees
