@@ -21,7 +21,7 @@ use crate::reg::{Reg, State};
 use crate::sys;
 use crate::tables::{RegEntry, TABLES};
 use crate::text::{CName, Text};
-use crate::violation::{self, EVENTS, KINDS};
+use crate::violation::{self, EVENTS};
 
 static NEXT_FILE: AtomicU64 = AtomicU64::new(1);
 
@@ -215,10 +215,7 @@ fn report(t: &mut Text) -> core::fmt::Result {
             "trim"
         }
     )?;
-    for k in KINDS {
-        writeln!(t, "violation.{}={}", k.str(), violation::count(k))?;
-    }
-    writeln!(t, "violations={}", violation::total())?;
+    violation::VIOLATIONS.write_stats(t)?;
     for (e, name) in EVENTS {
         writeln!(t, "{}={}", name, e.get())?;
     }
