@@ -2,14 +2,15 @@
 
 //! The kernel services both simulators use alike, over the shared C glue
 //! (common/sim_glue.c, `sim_glue_*`): errno values, the current task, time,
-//! warn-once reports, user copies, the work queue, module init/exit and
-//! run-time symbol lookup.  Each simulator's `sys` module includes this one
+//! warn-once reports, user copies, the work queue (raw, and [`Job`]s),
+//! module init/exit and run-time symbol lookup.  Each simulator's `sys` module includes this one
 //! and re-exports it next to its own component's services; with them it is
 //! the crate's FFI boundary for kernel services.
 
 use core::ffi::{c_void, CStr};
 use core::ptr::NonNull;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 use crate::bindings as b;
 
@@ -99,6 +100,34 @@ pub(crate) fn run_async(f: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) 
     // SAFETY: the work queue calls `f(arg)` once; `f`'s contract is the
     // caller's business (hooks.rs, entry.rs).
     kernel::error::to_result(unsafe { b::sim_glue_run_async(Some(f), arg) })
+}
+
+/// Work for the simulator's work queue (see [`spawn`]).
+pub(crate) trait Job: Send + Sync + 'static {
+    /// Does the work, once, in a kernel worker.
+    fn run(&self);
+}
+
+/// The work-queue function of [`spawn`].
+///
+/// # Safety
+///
+/// `arg` came from `Arc::into_raw` of an `Arc<J>` in `spawn` and is used
+/// once.
+unsafe extern "C" fn run_job<J: Job>(arg: *mut c_void) {
+    // SAFETY: the caller's contract.
+    let job = unsafe { Arc::from_raw(arg.cast_const().cast::<J>()) };
+    job.run();
+}
+
+/// Runs `job.run()` on the simulator's work queue; the queue holds a
+/// reference until it ran.
+pub(crate) fn spawn<J: Job>(job: Arc<J>) -> Result {
+    let raw = Arc::into_raw(job).cast_mut().cast::<c_void>();
+    run_async(run_job::<J>, raw).inspect_err(|_| {
+        // SAFETY: not queued, so this is the only use of `raw`.
+        drop(unsafe { Arc::from_raw(raw.cast_const().cast::<J>()) });
+    })
 }
 
 /// Module init: the component's own set-up (glue.c), the work queue and

@@ -16,7 +16,6 @@ use crate::bindings::{
     IB_PEER_MEMORY_VER_MAX,
 };
 use crate::client::{self, Client};
-use crate::hooks::Job;
 use crate::mr;
 use crate::sys;
 
@@ -123,26 +122,6 @@ unsafe extern "C" fn pcsim_rs_client_version(client: *const c_void, buf: *mut c_
         core::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast::<u8>(), n);
         buf.add(n).write(0);
     }
-}
-
-/// The work-queue function of a hook's free.
-///
-/// # Safety
-///
-/// `arg` came from `Arc::into_raw` in `spawn_job` and is used once.
-unsafe extern "C" fn pcsim_hook_job(arg: *mut c_void) {
-    // SAFETY: the caller's contract.
-    let job = unsafe { Arc::from_raw(arg.cast_const().cast::<Job>()) };
-    job.run();
-}
-
-/// Starts `job` on the core's work queue.
-pub(crate) fn spawn_job(job: Arc<Job>) -> Result {
-    let raw = Arc::into_raw(job).cast_mut().cast::<c_void>();
-    sys::run_async(pcsim_hook_job, raw).inspect_err(|_| {
-        // SAFETY: not queued, so this is the only use of `raw`.
-        drop(unsafe { Arc::from_raw(raw.cast_const().cast::<Job>()) });
-    })
 }
 
 // --- the character device (common/sim_glue.c's file_operations) ----------
