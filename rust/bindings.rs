@@ -5,22 +5,8 @@
 //! code stays in the private `generated` module; only what the crate needs
 //! is re-exported, after its layout is checked against the facts.
 
-#[allow(
-    non_camel_case_types,
-    non_upper_case_globals,
-    non_snake_case,
-    dead_code,
-    missing_docs,
-    unreachable_pub,
-    improper_ctypes,
-    unsafe_op_in_unsafe_fn,
-    clippy::all,
-    clippy::undocumented_unsafe_blocks
-)]
-mod generated {
-    use kernel::ffi;
-    include!("bindings_generated.rs");
-}
+include!("bindgen_module.rs");
+bindgen_module!("bindings_generated.rs");
 
 pub(crate) use generated::{
     device, invalidate_peer_memory, nvidia_p2p_dma_mapping, nvidia_p2p_page, nvidia_p2p_page_table,

@@ -10,17 +10,18 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::bindings::{
-    pcsim_dereg, pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, pcsim_times, sim_text,
-    PCSIM_REG_QP_BUFFER, PCSIM_STATE_INVALIDATED, PCSIM_STATE_MAPPED, PCSIM_STATE_UNMAPPED,
+    pcsim_dereg, pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, pcsim_times, PCSIM_REG_QP_BUFFER,
+    PCSIM_STATE_INVALIDATED, PCSIM_STATE_MAPPED, PCSIM_STATE_UNMAPPED,
 };
 use crate::client;
+use crate::entry::SimFile;
 use crate::hooks::Hook;
 use crate::mr::{self, Request};
 use crate::reg::{Reg, State};
 use crate::sys;
 use crate::tables::{RegEntry, TABLES};
 use crate::text::{CName, Text};
-use crate::violation::{self, EVENTS, KINDS};
+use crate::violation::{self, EVENTS};
 
 static NEXT_FILE: AtomicU64 = AtomicU64::new(1);
 
@@ -49,15 +50,28 @@ fn copy_sg(reg: &Reg, sg: u64, max: u32) -> Result<u32> {
     Ok(hca.len() as u32)
 }
 
-impl Context {
+impl SimFile for Context {
     /// A new control file.
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Self {
             id: NEXT_FILE.fetch_add(1, Ordering::Relaxed),
             next_handle: AtomicU32::new(1),
         }
     }
 
+    /// The stats: `simctl core stats`.
+    fn stats(&self, t: &mut Text) -> core::fmt::Result {
+        report(t)
+    }
+
+    /// Zeroes the counters and re-arms the WARNs.
+    fn reset(&self) -> Result {
+        violation::reset();
+        Ok(())
+    }
+}
+
+impl Context {
     /// ibv_reg_mr.
     pub(crate) fn reg(&self, arg: &mut pcsim_reg) -> Result {
         let dev = TABLES.lock().dma_device()?;
@@ -169,23 +183,6 @@ impl Context {
         arg.sg_count = copy_sg(&reg, arg.sg, arg.sg_max)?;
         Ok(())
     }
-
-    /// The stats as text.
-    pub(crate) fn stats(&self, arg: &mut sim_text) -> Result {
-        let mut t = Text::new();
-        report(&mut t).map_err(|_| ENOMEM)?;
-        let bytes = t.as_bytes();
-        let n = bytes.len().min(arg.size as usize);
-        sys::copy_to_user(arg.buf, &bytes[..n])?;
-        arg.len = bytes.len() as u32;
-        Ok(())
-    }
-
-    /// Zeroes the counters and re-arms the WARNs.
-    pub(crate) fn reset(&self) -> Result {
-        violation::reset();
-        Ok(())
-    }
 }
 
 impl Drop for Context {
@@ -218,10 +215,7 @@ fn report(t: &mut Text) -> core::fmt::Result {
             "trim"
         }
     )?;
-    for k in KINDS {
-        writeln!(t, "violation.{}={}", k.str(), violation::count(k))?;
-    }
-    writeln!(t, "violations={}", violation::total())?;
+    violation::VIOLATIONS.write_stats(t)?;
     for (e, name) in EVENTS {
         writeln!(t, "{}={}", name, e.get())?;
     }

@@ -13,11 +13,9 @@ use kernel::sync::Arc;
 
 use crate::bindings::{
     invalidate_peer_memory, pcsim_dereg, pcsim_handle, pcsim_query, pcsim_reg, peer_memory_client,
-    sim_text, IB_PEER_MEMORY_VER_MAX,
+    IB_PEER_MEMORY_VER_MAX,
 };
 use crate::client::{self, Client};
-use crate::control::Context;
-use crate::hooks::Job;
 use crate::mr;
 use crate::sys;
 
@@ -126,69 +124,12 @@ unsafe extern "C" fn pcsim_rs_client_version(client: *const c_void, buf: *mut c_
     }
 }
 
-/// The work-queue function of a hook's free.
-///
-/// # Safety
-///
-/// `arg` came from `Arc::into_raw` in `spawn_job` and is used once.
-unsafe extern "C" fn pcsim_hook_job(arg: *mut c_void) {
-    // SAFETY: the caller's contract.
-    let job = unsafe { Arc::from_raw(arg.cast_const().cast::<Job>()) };
-    job.run();
-}
+// --- the character device (common/sim_glue.c's file_operations) ----------
 
-/// Starts `job` on the core's work queue.
-pub(crate) fn spawn_job(job: Arc<Job>) -> Result {
-    let raw = Arc::into_raw(job).cast_mut().cast::<c_void>();
-    sys::run_async(pcsim_hook_job, raw).inspect_err(|_| {
-        // SAFETY: not queued, so this is the only use of `raw`.
-        drop(unsafe { Arc::from_raw(raw.cast_const().cast::<Job>()) });
-    })
-}
-
-// --- the character device (glue.c's file_operations) --------------------
-
-/// Opens a control file.
-///
-/// # Safety
-///
-/// `context` is valid for writing a pointer (the file's private_data).
-#[no_mangle]
-unsafe extern "C" fn pcsim_rs_open(context: *mut *mut c_void) -> c_int {
-    from_result(|| {
-        let ctx = KBox::new(Context::new(), GFP_KERNEL)?;
-        // SAFETY: the caller's contract.
-        unsafe { context.write(KBox::into_raw(ctx).cast()) };
-        Ok(0)
-    })
-}
-
-/// Closes a control file: deregisters everything it registered.
-///
-/// # Safety
-///
-/// `context` came from `pcsim_rs_open` and is not used again.
-#[no_mangle]
-unsafe extern "C" fn pcsim_rs_release(context: *mut c_void) {
-    // SAFETY: made by `KBox::into_raw` in `pcsim_rs_open` (caller's contract).
-    drop(unsafe { KBox::from_raw(context.cast::<Context>()) });
-}
-
-/// Runs `f` on the file's context with the ioctl's argument.
-///
-/// # Safety
-///
-/// `context` came from `pcsim_rs_open` and the file is open; `arg` points to
-/// the kernel copy of the ioctl argument.
-unsafe fn with_ctx<T>(
-    context: *mut c_void,
-    arg: *mut T,
-    f: impl FnOnce(&Context, &mut T) -> Result,
-) -> c_int {
-    // SAFETY: the caller's contract; the file holds the context while open.
-    let (ctx, arg) = unsafe { (&*context.cast::<Context>(), &mut *arg) };
-    from_result(|| f(ctx, arg).map(|()| 0))
-}
+#[path = "../common/entry.rs"]
+mod common;
+use common::with_ctx;
+pub(crate) use common::SimFile;
 
 /// `PCSIM_IOC_REG`.
 ///
@@ -295,27 +236,4 @@ pub(crate) fn spawn_dereg(job: KBox<DeregJob>) -> Result {
         let DeregJob { reg, .. } = KBox::into_inner(job);
         mr::deregister(reg);
     })
-}
-
-/// `PCSIM_IOC_STATS`.
-///
-/// # Safety
-///
-/// See `with_ctx`.
-#[no_mangle]
-unsafe extern "C" fn pcsim_rs_ioctl_stats(context: *mut c_void, arg: *mut sim_text) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { with_ctx(context, arg, |c, a| c.stats(a)) }
-}
-
-/// `PCSIM_IOC_RESET`.
-///
-/// # Safety
-///
-/// `context` came from `pcsim_rs_open` and the file is open.
-#[no_mangle]
-unsafe extern "C" fn pcsim_rs_ioctl_reset(context: *mut c_void) -> c_int {
-    let mut unit = ();
-    // SAFETY: forwarded contract; `unit` is a valid argument.
-    unsafe { with_ctx(context, &mut unit, |c, ()| c.reset()) }
 }

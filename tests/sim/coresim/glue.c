@@ -1,18 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * glue.c -- the C side of peer_core_sim.ko: exports, module parameters, the
- * misc device's file_operations, the memory_peers sysfs directories, the
- * step hooks' work queue, SG-list accessors and other static-inline kernel
- * helpers for the Rust crate (peer_core_sim.rs).  No core logic lives here.
+ * memory_peers sysfs directories, SG-list accessors and other static-inline
+ * kernel helpers for the Rust crate (peer_core_sim.rs), the ioctl
+ * dispatch; the rest is the simulators' shared glue (common/sim_glue.c,
+ * included below).  No core logic lives here.
  */
-#include <linux/bitops.h>
-#include <linux/bug.h>
-#include <linux/fs.h>
-#include <linux/jiffies.h>
-#include <linux/timekeeping.h>
 #include <linux/kernfs.h>
 #include <linux/kobject.h>
-#include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -26,12 +21,22 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
-#include <linux/uaccess.h>
-#include <linux/workqueue.h>
 
 #include "peer-mem-abi.h"
 #include "sim_link.h"
 #include "glue.h"
+
+/* The shared part (common/sim_glue.c): the character device, the work
+ * queue (the step hooks', disassociate), reports, task and time helpers. */
+#define SIM_NAME "peer_core_sim"
+union sim_ioctl_arg {
+	struct pcsim_reg reg;
+	struct pcsim_handle handle;
+	struct pcsim_query query;
+	struct pcsim_dereg dereg;
+	struct sim_text text;
+};
+#include "../common/sim_glue.c"
 
 MODULE_AUTHOR("peermem-rs developers");
 
@@ -209,30 +214,7 @@ static struct mutex *pcsim_mutex(u32 which)
 void pcsim_glue_lock(u32 which) { mutex_lock(pcsim_mutex(which)); }
 void pcsim_glue_unlock(u32 which) { mutex_unlock(pcsim_mutex(which)); }
 
-/* --- tasks, time, reports ----------------------------------------------- */
-u32 pcsim_glue_current_tgid(void) { return task_tgid_nr(current); }
-unsigned long pcsim_glue_current(void) { return (unsigned long)current; }
-u64 pcsim_glue_jiffies(void) { return get_jiffies_64(); }
-u64 pcsim_glue_ktime_ns(void) { return ktime_get_ns(); }
-u64 pcsim_glue_msecs_since(u64 since) { return jiffies_to_msecs(get_jiffies_64() - since); }
-
-static unsigned long warned[2];
-void pcsim_glue_warn(u32 kind, const char *name)
-{
-	if (kind < 2 * BITS_PER_LONG && test_and_set_bit(kind, warned))
-		return;
-	WARN(1, "peer_core_sim: contract violation: %s\n", name);
-}
-void pcsim_glue_rearm_warnings(void) { memset(warned, 0, sizeof(warned)); }
-
-int pcsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len)
-{
-	return copy_to_user(u64_to_user_ptr(user_addr), src, len) ? -EFAULT : 0;
-}
-void *pcsim_glue_kzalloc(size_t size) { return kzalloc(size, GFP_KERNEL); }
-
 /* --- the HCA -------------------------------------------------------------- */
-static struct miscdevice pcsim_misc;
 
 /* The HCA's DMA segment limit, as its driver sets it (mlx5: 2 GiB). */
 static unsigned int hca_max_seg = 0x80000000u;
@@ -266,7 +248,7 @@ void pcsim_glue_hca_put(struct pci_dev *pdev)
 	pci_dev_put(pdev);
 }
 struct device *pcsim_glue_pci_device(struct pci_dev *pdev) { return &pdev->dev; }
-struct device *pcsim_glue_nonpci_device(void) { return pcsim_misc.this_device; }
+struct device *pcsim_glue_nonpci_device(void) { return sim_misc.this_device; }
 const char *pcsim_glue_dev_name(struct device *dev) { return dev_name(dev); }
 
 /* --- SG tables ----------------------------------------------------------- */
@@ -325,36 +307,6 @@ int pcsim_glue_sg_set(struct sg_table *sgt, u32 idx, const struct pcsim_sg_ent *
 	sg_dma_len(sg) = ent->dma_length;
 	sg->length = ent->length;
 	sg->offset = ent->offset;
-	return 0;
-}
-
-/* --- the step hooks' worker ----------------------------------------------- */
-static struct workqueue_struct *pcsim_wq;
-
-struct pcsim_job {
-	struct work_struct work;
-	void (*fn)(void *arg);
-	void *arg;
-};
-
-static void pcsim_job_run(struct work_struct *work)
-{
-	struct pcsim_job *job = container_of(work, struct pcsim_job, work);
-
-	job->fn(job->arg);
-	kfree(job);
-}
-
-int pcsim_glue_run_async(void (*fn)(void *arg), void *arg)
-{
-	struct pcsim_job *job = kzalloc(sizeof(*job), GFP_KERNEL);
-
-	if (!job)
-		return -ENOMEM;
-	INIT_WORK(&job->work, pcsim_job_run);
-	job->fn = fn;
-	job->arg = arg;
-	queue_work(pcsim_wq, &job->work);
 	return 0;
 }
 
@@ -446,74 +398,32 @@ void pcsim_glue_sysfs_del(void *p)
 	kobject_put(&dir->kobj);
 }
 
-/* --- the character device ---------------------------------------------- */
-static int pcsim_open(struct inode *inode, struct file *file)
+/* --- the character device's ioctls (sim_glue.c copies in and back) ------- */
+static int sim_ioctl_call(void *ctx, unsigned int cmd, union sim_ioctl_arg *u)
 {
-	return pcsim_rs_open(&file->private_data);
-}
-
-static int pcsim_release(struct inode *inode, struct file *file)
-{
-	pcsim_rs_release(file->private_data);
-	return 0;
-}
-
-static long pcsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
-{
-	void __user *uarg = (void __user *)arg;
-	void *ctx = file->private_data;
-	union {
-		struct pcsim_reg reg;
-		struct pcsim_handle handle;
-		struct pcsim_query query;
-		struct pcsim_dereg dereg;
-		struct sim_text text;
-	} u;
-	int ret;
-
-	if (_IOC_SIZE(cmd) > sizeof(u))
-		return -ENOTTY;
-	memset(&u, 0, sizeof(u));
-	if ((_IOC_DIR(cmd) & _IOC_WRITE) && copy_from_user(&u, uarg, _IOC_SIZE(cmd)))
-		return -EFAULT;
 	switch (cmd) {
-	case PCSIM_IOC_REG: ret = pcsim_rs_ioctl_reg(ctx, &u.reg); break;
-	case PCSIM_IOC_DEREG: ret = pcsim_rs_ioctl_dereg(ctx, &u.handle); break;
-	case PCSIM_IOC_DMA_CHECK: ret = pcsim_rs_ioctl_dma_check(ctx, &u.handle); break;
-	case PCSIM_IOC_STATS: ret = pcsim_rs_ioctl_stats(ctx, &u.text); break;
-	case PCSIM_IOC_RESET: ret = pcsim_rs_ioctl_reset(ctx); break;
-	case PCSIM_IOC_QUERY: ret = pcsim_rs_ioctl_query(ctx, &u.query); break;
-	case PCSIM_IOC_DISASSOCIATE: ret = pcsim_rs_ioctl_disassociate(ctx, &u.handle); break;
-	case PCSIM_IOC_DEREG_TIMED: ret = pcsim_rs_ioctl_dereg_timed(ctx, &u.dereg); break;
+	case PCSIM_IOC_REG: return pcsim_rs_ioctl_reg(ctx, &u->reg);
+	case PCSIM_IOC_DEREG: return pcsim_rs_ioctl_dereg(ctx, &u->handle);
+	case PCSIM_IOC_DMA_CHECK: return pcsim_rs_ioctl_dma_check(ctx, &u->handle);
+	case PCSIM_IOC_STATS: return sim_rs_ioctl_stats(ctx, &u->text);
+	case PCSIM_IOC_RESET: return sim_rs_ioctl_reset(ctx);
+	case PCSIM_IOC_QUERY: return pcsim_rs_ioctl_query(ctx, &u->query);
+	case PCSIM_IOC_DISASSOCIATE: return pcsim_rs_ioctl_disassociate(ctx, &u->handle);
+	case PCSIM_IOC_DEREG_TIMED: return pcsim_rs_ioctl_dereg_timed(ctx, &u->dereg);
 	default: return -ENOTTY;
 	}
-	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd))) {
-		/* The caller never learns the handle: undo the registration
-		 * instead of leaving it to the close of the file. */
-		if (cmd == PCSIM_IOC_REG) {
-			struct pcsim_handle h = { .handle = u.reg.handle };
-
-			pcsim_rs_ioctl_dereg(ctx, &h);
-		}
-		return -EFAULT;
-	}
-	return ret;
 }
 
-static const struct file_operations pcsim_fops = {
-	.owner = THIS_MODULE,
-	.open = pcsim_open,
-	.release = pcsim_release,
-	.unlocked_ioctl = pcsim_ioctl,
-	.compat_ioctl = compat_ptr_ioctl,
-};
+static void sim_ioctl_undo(void *ctx, unsigned int cmd, union sim_ioctl_arg *u)
+{
+	/* The caller never learns the handle: undo the registration instead
+	 * of leaving it to the close of the file. */
+	if (cmd == PCSIM_IOC_REG) {
+		struct pcsim_handle h = { .handle = u->reg.handle };
 
-static struct miscdevice pcsim_misc = {
-	.minor = MISC_DYNAMIC_MINOR,
-	.name = "peer_core_sim",
-	.fops = &pcsim_fops,
-	.mode = 0666,
-};
+		pcsim_rs_ioctl_dereg(ctx, &h);
+	}
+}
 
 /*
  * /sys/kernel/mm's kobject: mm_kobj is not exported to modules, so it is
@@ -532,7 +442,9 @@ static struct kobject *pcsim_mm_kobj(void)
 	return kobj;
 }
 
-int pcsim_glue_init(void)
+/* Before the work queue and the device: the variant's knobs and
+ * /sys/kernel/mm/memory_peers. */
+static int sim_component_init(void)
 {
 	struct kobject *mm;
 	int ret;
@@ -553,27 +465,11 @@ int pcsim_glue_init(void)
 			return -EEXIST;
 		}
 	}
-	pcsim_wq = alloc_workqueue("peer_core_sim", WQ_UNBOUND, 0);
-	if (!pcsim_wq) {
-		ret = -ENOMEM;
-		goto put_kobj;
-	}
-	ret = misc_register(&pcsim_misc);
-	if (ret)
-		goto destroy_wq;
 	return 0;
-destroy_wq:
-	destroy_workqueue(pcsim_wq);
-put_kobj:
-	kobject_put(memory_peers_kobj);
-	memory_peers_kobj = NULL;
-	return ret;
 }
 
-void pcsim_glue_exit(void)
+static void sim_component_exit(void)
 {
-	misc_deregister(&pcsim_misc);
-	destroy_workqueue(pcsim_wq);
 	kobject_put(memory_peers_kobj);
 	memory_peers_kobj = NULL;
 }

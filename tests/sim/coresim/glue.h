@@ -3,14 +3,15 @@
  * glue.h -- the boundary between peer_core_sim's C glue (glue.c) and its
  * Rust crate: helpers the crate calls (pcsim_glue_*: static-inline kernel
  * functions, macros, sysfs, the work queue, module parameters) and the
- * crate's entry points the glue calls (pcsim_rs_*).  Read by the C compiler
- * and by bindgen.
+ * crate's entry points the glue calls (pcsim_rs_*); what both simulators
+ * share is in common/sim_glue.h.  Read by the C compiler and by bindgen.
  */
 #ifndef PEERMEM_PCSIM_GLUE_H
 #define PEERMEM_PCSIM_GLUE_H
 
 #include <linux/types.h>
 #include "sim_uapi.h"
+#include "../common/sim_glue.h"
 
 struct device;
 struct pci_dev;
@@ -35,17 +36,6 @@ const char *pcsim_glue_param_variant(void);
 #define PCSIM_LOCK_TABLES	1	/* the handle and registration tables (leaf) */
 void pcsim_glue_lock(u32 which);
 void pcsim_glue_unlock(u32 which);
-
-/* --- tasks, time, reports ----------------------------------------------- */
-u32 pcsim_glue_current_tgid(void);
-unsigned long pcsim_glue_current(void);	/* the task, as an address */
-u64 pcsim_glue_jiffies(void);
-u64 pcsim_glue_ktime_ns(void);	/* CLOCK_MONOTONIC, ns */
-u64 pcsim_glue_msecs_since(u64 since);
-void pcsim_glue_warn(u32 kind, const char *name);
-void pcsim_glue_rearm_warnings(void);
-int pcsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len);
-void *pcsim_glue_kzalloc(size_t size);
 
 /* --- the simulated HCA's DMA device -------------------------------------- */
 struct pci_dev *pcsim_glue_hca_get(void);	/* the PCI device (hca_bdf or the first) */
@@ -82,9 +72,6 @@ int pcsim_glue_sg_set(struct sg_table *sgt, u32 idx, const struct pcsim_sg_ent *
 void *pcsim_glue_memlock_charge(u64 npages, int *err);
 void pcsim_glue_memlock_uncharge(void *mm, u64 npages);
 
-/* --- the step hooks' worker ----------------------------------------------- */
-int pcsim_glue_run_async(void (*fn)(void *arg), void *arg);
-
 /* --- /sys/kernel/mm/memory_peers/<name>/ ---------------------------------- */
 #define PCSIM_ATTR_VERSION		0
 #define PCSIM_ATTR_NUM_ALLOC_MRS	1
@@ -97,21 +84,13 @@ int pcsim_glue_run_async(void (*fn)(void *arg), void *arg);
 void *pcsim_glue_sysfs_add(const char *name, const void *client);
 void pcsim_glue_sysfs_del(void *dir);
 
-/* --- module init/exit pieces ---------------------------------------------- */
-int pcsim_glue_init(void);	/* memory_peers kobject, work queue, misc device */
-void pcsim_glue_exit(void);
-
 /* --- entry points implemented in Rust (entry.rs) ---------------------- */
 u64 pcsim_rs_client_stat(const void *client, u32 attr);
 /* Writes the client's version string (NUL-terminated, <= 16 bytes). */
 void pcsim_rs_client_version(const void *client, char *buf);
-int pcsim_rs_open(void **context);
-void pcsim_rs_release(void *context);
 int pcsim_rs_ioctl_reg(void *context, struct pcsim_reg *arg);
 int pcsim_rs_ioctl_dereg(void *context, struct pcsim_handle *arg);
 int pcsim_rs_ioctl_dma_check(void *context, struct pcsim_handle *arg);
-int pcsim_rs_ioctl_stats(void *context, struct sim_text *arg);
-int pcsim_rs_ioctl_reset(void *context);
 int pcsim_rs_ioctl_query(void *context, struct pcsim_query *arg);
 int pcsim_rs_ioctl_disassociate(void *context, struct pcsim_handle *arg);
 int pcsim_rs_ioctl_dereg_timed(void *context, struct pcsim_dereg *arg);

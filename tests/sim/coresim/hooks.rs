@@ -7,9 +7,7 @@
 //! finished or blocked on this registration's mapping lock (an invalidation
 //! waiting for the in-flight registration), at most `ms` milliseconds.
 
-use core::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use kernel::prelude::*;
-use kernel::sync::Arc;
 
 use crate::bindings::{
     pcsim_reg, PCSIM_ACTION_DELAY, PCSIM_ACTION_FREE, PCSIM_STEP_AFTER_ACQUIRE,
@@ -18,6 +16,10 @@ use crate::bindings::{
 use crate::reg::Reg;
 use crate::sys::{self, NvSim};
 use crate::violation::Event;
+
+#[path = "../common/hooks.rs"]
+mod common;
+use common::FreeJob;
 
 /// The default longest wait after starting a free.
 const DEFAULT_WAIT_MS: u32 = 2000;
@@ -59,26 +61,10 @@ fn step_name(step: u32) -> &'static str {
     }
 }
 
-/// A free running on the core's work queue.
-pub(crate) struct Job {
-    owner: u32,
-    va: u64,
-    done: AtomicBool,
-    result: AtomicI32,
-}
-
-impl Job {
-    /// Runs the free (on the work queue).
-    pub(crate) fn run(&self) {
-        let r = match NvSim::get() {
-            Some(nv) => nv
-                .free_va(self.owner, self.va)
-                .map_or_else(|e| e.to_errno(), |()| 0),
-            None => ENODEV.to_errno(),
-        };
-        self.result.store(r, Ordering::Relaxed);
-        self.done.store(true, Ordering::Release);
-    }
+/// A hook's free, on the core's work queue: cudaFree(`va`) in process
+/// `owner`, through nvidia_p2p_sim (ENODEV if it is not loaded).
+fn free_va(owner: u32, va: u64) -> Result {
+    NvSim::get().ok_or(ENODEV)?.free_va(owner, va)
 }
 
 /// Runs `hook` if it is set for `step`.  `owner`/`va` are the
@@ -104,28 +90,17 @@ pub(crate) fn run(hook: &Hook, step: u32, reg: Option<&Reg>, owner: u32, va: u64
 
 fn free(step: u32, owner: u32, va: u64, reg: Option<&Reg>, wait_ms: u32) {
     Event::HookFree.count();
-    let job = match Arc::new(
-        Job {
-            owner,
-            va,
-            done: AtomicBool::new(false),
-            result: AtomicI32::new(0),
-        },
-        GFP_KERNEL,
-    ) {
-        Ok(j) => j,
-        Err(_) => {
-            pr_err!("hook {}: out of memory\n", step_name(step));
-            return;
-        }
+    let Ok(job) = FreeJob::new(owner, va, free_va) else {
+        pr_err!("hook {}: out of memory\n", step_name(step));
+        return;
     };
-    if let Err(e) = crate::entry::spawn_job(job.clone()) {
+    if let Err(e) = job.start() {
         pr_err!("hook {}: cannot start the free: {:?}\n", step_name(step), e);
         return;
     }
     let t0 = sys::jiffies();
     let outcome = loop {
-        if job.done.load(Ordering::Acquire) {
+        if job.finished() {
             break "finished";
         }
         if reg.is_some_and(|r| r.with(|i| i.waiters) > 0) {
@@ -143,6 +118,6 @@ fn free(step: u32, owner: u32, va: u64, reg: Option<&Reg>, wait_ms: u32) {
         va,
         owner,
         outcome,
-        job.result.load(Ordering::Relaxed)
+        job.result()
     );
 }

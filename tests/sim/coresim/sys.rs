@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Safe wrappers over the kernel services the simulated core uses: its two
-//! global mutexes, time, reports, user copies, the HCA's DMA device, SG
-//! tables, the step hooks' worker, the memory_peers sysfs directories and
-//! the helpers of nvidia_p2p_sim (looked up at run time).  This is the
-//! crate's FFI boundary for kernel services; the clients' callbacks are
-//! called from `peer.rs`.
+//! global mutexes, module parameters, RLIMIT_MEMLOCK, the HCA's DMA
+//! device, SG tables, the memory_peers sysfs directories and the helpers
+//! of nvidia_p2p_sim (looked up at run time); and, from `common/sys.rs`,
+//! what both simulators use alike (the current task, time, reports, user
+//! copies, the work queue, run-time symbol lookup).  This is the crate's
+//! FFI boundary for kernel services; the clients' callbacks are called
+//! from `peer.rs`.
 
 use core::cell::UnsafeCell;
 use core::ffi::{c_void, CStr};
@@ -15,62 +17,13 @@ use kernel::prelude::*;
 
 use crate::bindings as b;
 
-/// `errno` values the kernel crate has no constant for (asm-generic).
-pub(crate) mod errno {
-    /// Stale file handle: a registration was invalidated (fenced).
-    pub(crate) const ESTALE: i32 = 116;
-    /// Resource deadlock avoided: an invalidation that would hang.
-    pub(crate) const EDEADLK: i32 = 35;
-}
-
-/// The error for a positive `errno`, or EINVAL for a value out of range.
-pub(crate) fn err(errno: i32) -> Error {
-    if (1..4096).contains(&errno) {
-        Error::from_errno(-errno)
-    } else {
-        EINVAL
-    }
-}
-
-/// The thread-group id (process id) of the current task.
-pub(crate) fn current_tgid() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { b::pcsim_glue_current_tgid() }
-}
-
-/// The current task, as an address (compared, never dereferenced).
-pub(crate) fn current_task() -> usize {
-    // SAFETY: no preconditions.
-    unsafe { b::pcsim_glue_current() as usize }
-}
-
-/// The 64-bit jiffies counter.
-pub(crate) fn jiffies() -> u64 {
-    // SAFETY: no preconditions.
-    unsafe { b::pcsim_glue_jiffies() }
-}
-
-/// The monotonic clock, in nanoseconds.
-pub(crate) fn ktime_ns() -> u64 {
-    // SAFETY: no preconditions.
-    unsafe { b::pcsim_glue_ktime_ns() }
-}
+#[path = "../common/sys.rs"]
+mod common;
+pub(crate) use common::*;
 
 /// Nanoseconds elapsed since `ktime_ns()` value `t0`.
 pub(crate) fn ns_since(t0: u64) -> u64 {
     ktime_ns().saturating_sub(t0)
-}
-
-/// Milliseconds elapsed since jiffies value `since`.
-pub(crate) fn msecs_since(since: u64) -> u64 {
-    // SAFETY: no preconditions.
-    unsafe { b::pcsim_glue_msecs_since(since) }
-}
-
-/// Sleeps `ms` milliseconds.
-pub(crate) fn msleep(ms: u32) {
-    // SAFETY: may sleep; every caller runs in process context.
-    unsafe { b::msleep(ms) }
 }
 
 /// Sleeps while `param()` ms have not passed, reading the parameter again
@@ -89,13 +42,13 @@ pub(crate) fn hold(param: fn() -> u32) {
     }
 }
 
-/// Whether new registrations get a non-PCI `dma_device` (`hca_nonpci`).
 /// `honour_unmaps`: whether the core honours `PEER_MEM_INVALIDATE_UNMAPS`.
 pub(crate) fn param_honour_unmaps() -> bool {
     // SAFETY: reads a module parameter; no preconditions.
     unsafe { b::pcsim_glue_param_honour_unmaps() }
 }
 
+/// Whether new registrations get a non-PCI `dma_device` (`hca_nonpci`).
 pub(crate) fn param_nonpci() -> bool {
     // SAFETY: reads a module parameter.
     unsafe { b::pcsim_glue_param_nonpci() }
@@ -208,41 +161,6 @@ pub(crate) fn param_variant() -> &'static str {
     }
     // SAFETY: non-NULL, NUL-terminated, lives as long as the module.
     unsafe { CStr::from_ptr(p.cast()) }.to_str().unwrap_or("?")
-}
-
-/// `WARN` once for violation `kind` (until re-armed).
-pub(crate) fn warn_once(kind: u32, name: &CStr) {
-    // SAFETY: `name` is a NUL-terminated string valid for the call.
-    unsafe { b::pcsim_glue_warn(kind, name.as_ptr().cast()) }
-}
-
-/// Re-arms every violation's `WARN_ONCE`.
-pub(crate) fn rearm_warnings() {
-    // SAFETY: no preconditions.
-    unsafe { b::pcsim_glue_rearm_warnings() }
-}
-
-/// Copies `src` to user address `dst` of the current process.
-pub(crate) fn copy_to_user(dst: u64, src: &[u8]) -> Result {
-    // SAFETY: `src` is readable for its length; `copy_to_user` checks `dst`.
-    let r = unsafe { b::pcsim_glue_copy_to_user(dst, src.as_ptr().cast(), src.len()) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(EFAULT)
-    }
-}
-
-/// Module init: memory_peers kobject, work queue, misc device.
-pub(crate) fn init() -> Result {
-    // SAFETY: called once at module init.
-    kernel::error::to_result(unsafe { b::pcsim_glue_init() })
-}
-
-/// Module exit (after a successful `init`).
-pub(crate) fn exit() {
-    // SAFETY: called once at module exit after `init` succeeded.
-    unsafe { b::pcsim_glue_exit() }
 }
 
 /// A mutex defined in glue.c (so lockdep names it) guarding `T`.
@@ -473,13 +391,6 @@ impl Drop for SgTable {
     }
 }
 
-/// Runs `f(arg)` on the core's work queue.
-pub(crate) fn run_async(f: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) -> Result {
-    // SAFETY: the work queue calls `f(arg)` once; `f`'s contract is the
-    // caller's business (entry.rs).
-    kernel::error::to_result(unsafe { b::pcsim_glue_run_async(Some(f), arg) })
-}
-
 /// A `/sys/kernel/mm/memory_peers/<name>/` directory.
 ///
 /// # Invariants
@@ -516,34 +427,6 @@ impl Drop for SysfsDir {
     }
 }
 
-/// A function of another module, held while this value lives.
-///
-/// # Invariants
-///
-/// `addr` was returned by `__symbol_get(name)` and is put back on drop.
-struct Symbol {
-    name: &'static CStr,
-    addr: NonNull<c_void>,
-}
-
-impl Symbol {
-    fn get(name: &'static CStr) -> Option<Self> {
-        // SAFETY: `name` is NUL-terminated.
-        let p = unsafe { b::__symbol_get(name.as_ptr().cast()) };
-        Some(Self {
-            name,
-            addr: NonNull::new(p)?,
-        })
-    }
-}
-
-impl Drop for Symbol {
-    fn drop(&mut self) {
-        // SAFETY: got by name, put back once (invariant).
-        unsafe { b::__symbol_put(self.name.as_ptr().cast()) }
-    }
-}
-
 type FreeVaFn = unsafe extern "C" fn(u32, u64) -> i32;
 type DmaLiveFn = unsafe extern "C" fn(*const b::sim_range, u32) -> i32;
 type CallbackWaitsForFn = unsafe extern "C" fn(usize) -> bool;
@@ -576,8 +459,7 @@ impl NvSim {
     /// cudaFree(`va`) in process `tgid`.
     pub(crate) fn free_va(&self, tgid: u32, va: u64) -> Result {
         // SAFETY: the prototype of `nvidia_p2p_sim_free_va` (invariant).
-        let f =
-            unsafe { core::mem::transmute::<*mut c_void, FreeVaFn>(self.free_va.addr.as_ptr()) };
+        let f = unsafe { core::mem::transmute::<*mut c_void, FreeVaFn>(self.free_va.addr()) };
         // SAFETY: plain values; callable in process context.
         kernel::error::to_result(unsafe { f(tgid, va) })
     }
@@ -585,8 +467,7 @@ impl NvSim {
     /// Ok if every range is live, pinned, DMA-mapped GPU memory.
     pub(crate) fn dma_live(&self, ranges: &[b::sim_range]) -> Result {
         // SAFETY: the prototype of `nvidia_p2p_sim_dma_live` (invariant).
-        let f =
-            unsafe { core::mem::transmute::<*mut c_void, DmaLiveFn>(self.dma_live.addr.as_ptr()) };
+        let f = unsafe { core::mem::transmute::<*mut c_void, DmaLiveFn>(self.dma_live.addr()) };
         // SAFETY: `ranges` is a readable slice of that length.
         kernel::error::to_result(unsafe { f(ranges.as_ptr(), ranges.len() as u32) })
     }
@@ -597,9 +478,7 @@ impl NvSim {
         // SAFETY: the prototype of `nvidia_p2p_sim_callback_waits_for`
         // (invariant).
         let f = unsafe {
-            core::mem::transmute::<*mut c_void, CallbackWaitsForFn>(
-                self.callback_waits_for.addr.as_ptr(),
-            )
+            core::mem::transmute::<*mut c_void, CallbackWaitsForFn>(self.callback_waits_for.addr())
         };
         // SAFETY: a plain value, compared only.
         unsafe { f(task) }
@@ -608,9 +487,7 @@ impl NvSim {
     /// The DMA address of byte `va` of process `tgid`'s GPU memory.
     pub(crate) fn translate(&self, tgid: u32, va: u64) -> Result<u64> {
         // SAFETY: the prototype of `nvidia_p2p_sim_translate` (invariant).
-        let f = unsafe {
-            core::mem::transmute::<*mut c_void, TranslateFn>(self.translate.addr.as_ptr())
-        };
+        let f = unsafe { core::mem::transmute::<*mut c_void, TranslateFn>(self.translate.addr()) };
         let mut out = 0u64;
         // SAFETY: `out` is a writable u64.
         kernel::error::to_result(unsafe { f(tgid, va, &mut out) })?;

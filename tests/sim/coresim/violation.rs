@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The contract checks' outcome: each violation kind has a counter tests
-//! read (`violation.<name>=N` in the stats), a log line naming it, and a
-//! `WARN` the first time it fires (re-armed by a counter reset).  Also the
-//! core's event counters.
+//! The contract checks' outcome: the violation kinds a peer-memory client
+//! can commit against the core (counted, logged and WARNed as
+//! `common/violation.rs` does), and the core's event counters.
 
 use core::ffi::CStr;
 use core::fmt;
-use kernel::prelude::*;
+
+#[path = "../common/violation.rs"]
+mod common;
+pub(crate) use common::{ViolationKind, Violations};
 
 use crate::counters::Counters;
-use crate::sys;
 
 /// A contract violation a peer-memory client can commit against the core.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -68,9 +69,14 @@ pub(crate) const KINDS: [Kind; 14] = [
     Kind::InvalidateDeadlock,
 ];
 
-impl Kind {
-    /// The name tests see.
-    pub(crate) fn name(self) -> &'static CStr {
+impl ViolationKind for Kind {
+    const ALL: &'static [Self] = &KINDS;
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn name(self) -> &'static CStr {
         match self {
             Kind::SgCoverage => c"sg_coverage",
             Kind::SgAddress => c"sg_address",
@@ -88,30 +94,14 @@ impl Kind {
             Kind::InvalidateDeadlock => c"invalidate_deadlock",
         }
     }
-
-    /// The name as `&str`.
-    pub(crate) fn str(self) -> &'static str {
-        self.name().to_str().unwrap_or("?")
-    }
 }
 
-static COUNTS: Counters<{ KINDS.len() }> = Counters::new();
+/// The violation counters.
+pub(crate) static VIOLATIONS: Violations<Kind, { KINDS.len() }> = Violations::new();
 
 /// Records one violation: counter, log line, WARN (once per kind).
 pub(crate) fn report(kind: Kind, what: fmt::Arguments<'_>) {
-    COUNTS.add(kind as usize);
-    pr_err!("contract violation {}: {}\n", kind.str(), what);
-    sys::warn_once(kind as u32, kind.name());
-}
-
-/// The count of `kind`.
-pub(crate) fn count(kind: Kind) -> u64 {
-    COUNTS.get(kind as usize)
-}
-
-/// The sum over all kinds.
-pub(crate) fn total() -> u64 {
-    COUNTS.total()
+    VIOLATIONS.report(kind, what);
 }
 
 /// An event the core counts (not a violation).
@@ -181,7 +171,6 @@ impl Event {
 
 /// Zeroes every counter and re-arms the WARNs.
 pub(crate) fn reset() {
-    COUNTS.reset();
+    VIOLATIONS.reset();
     EVENT_COUNTS.reset();
-    sys::rearm_warnings();
 }

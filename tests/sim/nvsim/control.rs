@@ -7,7 +7,8 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
-use crate::bindings::{nvsim_alloc, nvsim_delay, nvsim_fault, nvsim_free, sim_text};
+use crate::bindings::{nvsim_alloc, nvsim_delay, nvsim_fault, nvsim_free};
+use crate::entry::SimFile;
 use crate::lock::API;
 use crate::memory::Layout;
 use crate::sys;
@@ -21,14 +22,29 @@ pub(crate) struct Context {
     id: u64,
 }
 
-impl Context {
+impl SimFile for Context {
     /// A new context (at open).
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Self {
             id: NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed),
         }
     }
 
+    /// The stats: `simctl gpu stats`.
+    fn stats(&self, t: &mut Text) -> core::fmt::Result {
+        API.state().stats(t)
+    }
+
+    /// Zeroes the counters and re-arms the WARNs.
+    fn reset(&self) -> Result {
+        let mut g = API.state();
+        violation::reset();
+        g.reset_counters();
+        Ok(())
+    }
+}
+
+impl Context {
     /// cudaMalloc in the caller's VA space.
     pub(crate) fn alloc(&self, arg: &mut nvsim_alloc) -> Result {
         let layout = Layout::from_uapi(arg.layout, arg.run_pages)?;
@@ -58,25 +74,6 @@ impl Context {
             return Err(EINVAL);
         }
         API.state().set_delay(arg.us_per_page);
-        Ok(())
-    }
-
-    /// The stats as text.
-    pub(crate) fn stats(&self, arg: &mut sim_text) -> Result {
-        let mut t = Text::new();
-        API.state().stats(&mut t).map_err(|_| ENOMEM)?;
-        let bytes = t.as_bytes();
-        let n = bytes.len().min(arg.size as usize);
-        sys::copy_to_user(arg.buf, &bytes[..n])?;
-        arg.len = bytes.len() as u32;
-        Ok(())
-    }
-
-    /// Zeroes the counters and re-arms the WARNs.
-    pub(crate) fn reset(&self) -> Result {
-        let mut g = API.state();
-        violation::reset();
-        g.reset_counters();
         Ok(())
     }
 }

@@ -13,10 +13,9 @@ use kernel::prelude::*;
 
 use crate::bindings::{
     nvidia_p2p_dma_mapping, nvidia_p2p_free_callback_t, nvidia_p2p_page_table, nvsim_alloc,
-    nvsim_cost, nvsim_delay, nvsim_fault, nvsim_free, nvsim_hook, pci_dev, sim_range, sim_text,
+    nvsim_cost, nvsim_delay, nvsim_fault, nvsim_free, nvsim_hook, pci_dev, sim_range,
     NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING,
 };
-use crate::control::Context;
 use crate::gpu::PinArgs;
 use crate::hooks::{self, Site};
 use crate::latency::{self, Op};
@@ -478,49 +477,12 @@ unsafe extern "C" fn nvidia_p2p_sim_translate(tgid: u32, va: u64, dma_address: *
     })
 }
 
-// --- the character device (glue.c's file_operations) --------------------
+// --- the character device (common/sim_glue.c's file_operations) ----------
 
-/// Opens a control file: a new CUDA context of the caller.
-///
-/// # Safety
-///
-/// `context` is valid for writing a pointer (the file's private_data).
-#[no_mangle]
-unsafe extern "C" fn nvsim_rs_open(context: *mut *mut c_void) -> c_int {
-    from_result(|| {
-        let ctx = KBox::new(Context::new(), GFP_KERNEL)?;
-        // SAFETY: the caller's contract.
-        unsafe { context.write(KBox::into_raw(ctx).cast()) };
-        Ok(0)
-    })
-}
-
-/// Closes a control file: frees its allocations (with free callbacks).
-///
-/// # Safety
-///
-/// `context` came from `nvsim_rs_open` and is not used again.
-#[no_mangle]
-unsafe extern "C" fn nvsim_rs_release(context: *mut c_void) {
-    // SAFETY: made by `KBox::into_raw` in `nvsim_rs_open` (caller's contract).
-    drop(unsafe { KBox::from_raw(context.cast::<Context>()) });
-}
-
-/// Runs `f` on the file's context with the ioctl's argument.
-///
-/// # Safety
-///
-/// `context` came from `nvsim_rs_open` and the file is open; `arg` points to
-/// the kernel copy of the ioctl argument.
-unsafe fn with_ctx<T>(
-    context: *mut c_void,
-    arg: *mut T,
-    f: impl FnOnce(&Context, &mut T) -> Result,
-) -> c_int {
-    // SAFETY: the caller's contract; the file holds the context while open.
-    let (ctx, arg) = unsafe { (&*context.cast::<Context>(), &mut *arg) };
-    from_result(|| f(ctx, arg).map(|()| 0))
-}
+#[path = "../common/entry.rs"]
+mod common;
+use common::with_ctx;
+pub(crate) use common::SimFile;
 
 /// `NVSIM_IOC_ALLOC`.
 ///
@@ -566,17 +528,6 @@ unsafe extern "C" fn nvsim_rs_ioctl_delay(context: *mut c_void, arg: *mut nvsim_
     unsafe { with_ctx(context, arg, |c, a| c.delay(a)) }
 }
 
-/// `NVSIM_IOC_STATS`.
-///
-/// # Safety
-///
-/// See `with_ctx`.
-#[no_mangle]
-unsafe extern "C" fn nvsim_rs_ioctl_stats(context: *mut c_void, arg: *mut sim_text) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { with_ctx(context, arg, |c, a| c.stats(a)) }
-}
-
 /// `NVSIM_IOC_HOOK`.
 ///
 /// # Safety
@@ -597,16 +548,4 @@ unsafe extern "C" fn nvsim_rs_ioctl_hook(context: *mut c_void, arg: *mut nvsim_h
 unsafe extern "C" fn nvsim_rs_ioctl_cost(context: *mut c_void, arg: *mut nvsim_cost) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { with_ctx(context, arg, |_, a| latency::ideal(a)) }
-}
-
-/// `NVSIM_IOC_RESET`.
-///
-/// # Safety
-///
-/// `context` came from `nvsim_rs_open` and the file is open.
-#[no_mangle]
-unsafe extern "C" fn nvsim_rs_ioctl_reset(context: *mut c_void) -> c_int {
-    let mut unit = ();
-    // SAFETY: forwarded contract; `unit` is a valid argument.
-    unsafe { with_ctx(context, &mut unit, |c, ()| c.reset()) }
 }

@@ -1,17 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * glue.c -- the C side of nvidia_p2p_sim.ko: exports, module parameters,
- * the misc device's file_operations, and static-inline kernel helpers for
- * the Rust crate (nvidia_p2p_sim.rs).  No simulator logic lives here.
+ * the API lock, the ABI objects' cache and other static-inline kernel
+ * helpers for the Rust crate (nvidia_p2p_sim.rs), the ioctl dispatch; the
+ * rest is the simulators' shared glue (common/sim_glue.c, included below).
+ * No simulator logic lives here.
  */
-#include <linux/bitops.h>
-#include <linux/bug.h>
 #include <linux/delay.h>
-#include <linux/fs.h>
 #include <linux/gfp.h>
-#include <linux/jiffies.h>
 #include <linux/kasan.h>
-#include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -21,13 +18,25 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/string.h>
-#include <linux/timekeeping.h>
-#include <linux/uaccess.h>
-#include <linux/workqueue.h>
 
 #include "nv-p2p-abi.h"
 #include "sim_link.h"
 #include "glue.h"
+
+/* The shared part (common/sim_glue.c): the character device, the work
+ * queue, reports, task and time helpers.  nvidia_p2p_sim_plain.ko is the
+ * same driver and keeps this name for its device and reports. */
+#define SIM_NAME "nvidia_p2p_sim"
+union sim_ioctl_arg {
+	struct nvsim_alloc alloc;
+	struct nvsim_free free;
+	struct nvsim_fault fault;
+	struct nvsim_delay delay;
+	struct sim_text text;
+	struct nvsim_hook hook;
+	struct nvsim_cost cost;
+};
+#include "../common/sim_glue.c"
 
 MODULE_AUTHOR("peermem-rs developers");
 
@@ -142,17 +151,12 @@ static DEFINE_MUTEX(nvidia_p2p_sim_state_lock);
 void nvsim_glue_state_lock(void) { mutex_lock(&nvidia_p2p_sim_state_lock); }
 void nvsim_glue_state_unlock(void) { mutex_unlock(&nvidia_p2p_sim_state_lock); }
 
-/* --- tasks, time ------------------------------------------------------------ */
-unsigned long nvsim_glue_current(void) { return (unsigned long)current; }
-u32 nvsim_glue_current_tgid(void) { return task_tgid_nr(current); }
+/* --- tasks, time (the common ones: sim_glue.c) ------------------------------ */
 bool nvsim_glue_current_is_kthread(void) { return current->flags & PF_KTHREAD; }
-u64 nvsim_glue_jiffies(void) { return get_jiffies_64(); }
-u64 nvsim_glue_msecs_since(u64 since) { return jiffies_to_msecs(get_jiffies_64() - since); }
 void nvsim_glue_usleep(u64 us) { fsleep(us); }
 /* The latency model's sleeps: an hrtimer sleep of exactly this long (fsleep
  * would allow up to twice as long below 20 ms, msleep a jiffy more). */
 void nvsim_glue_sleep_us(u64 us) { usleep_range(us, us); }
-u64 nvsim_glue_ktime_ns(void) { return ktime_get_ns(); }
 void nvsim_glue_cpu_relax(void) { cpu_relax(); }
 void nvsim_glue_cond_resched(void) { cond_resched(); }
 
@@ -166,7 +170,6 @@ struct page *nvsim_glue_alloc_block(u32 order)
 	return alloc_pages(gfp, order);
 }
 u64 nvsim_glue_block_phys(struct page *page) { return page_to_phys(page); }
-void *nvsim_glue_kzalloc(size_t size) { return kzalloc(size, GFP_KERNEL); }
 void *nvsim_glue_kvzalloc(size_t size) { return kvzalloc(size, GFP_KERNEL); }
 void nvsim_glue_kvfree(void *p) { kvfree(p); }
 
@@ -314,12 +317,8 @@ void nvsim_glue_obj_cache_drain(void)
 		c->cap = 0;
 	}
 }
-int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len)
-{
-	return copy_to_user(u64_to_user_ptr(user_addr), src, len) ? -EFAULT : 0;
-}
 
-/* --- devices, reports ------------------------------------------------------ */
+/* --- devices ----------------------------------------------------------------- */
 bool nvsim_glue_is_pci(struct pci_dev *peer)
 {
 	/* Only &peer->dev is read: a to_pci_dev() of a non-PCI device still
@@ -327,131 +326,34 @@ bool nvsim_glue_is_pci(struct pci_dev *peer)
 	return dev_is_pci(&peer->dev);
 }
 
-static unsigned long warned[2];
-void nvsim_glue_warn(u32 kind, const char *name)
+/* --- the character device's ioctls (sim_glue.c copies in and back) ------- */
+static int sim_ioctl_call(void *ctx, unsigned int cmd, union sim_ioctl_arg *u)
 {
-	if (kind < 2 * BITS_PER_LONG && test_and_set_bit(kind, warned))
-		return;
-	WARN(1, "nvidia_p2p_sim: contract violation: %s\n", name);
-}
-void nvsim_glue_rearm_warnings(void) { memset(warned, 0, sizeof(warned)); }
-
-/* --- the character device ---------------------------------------------- */
-static int nvsim_open(struct inode *inode, struct file *file)
-{
-	return nvsim_rs_open(&file->private_data);
-}
-
-static int nvsim_release(struct inode *inode, struct file *file)
-{
-	nvsim_rs_release(file->private_data);
-	return 0;
-}
-
-static long nvsim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
-{
-	void __user *uarg = (void __user *)arg;
-	void *ctx = file->private_data;
-	union {
-		struct nvsim_alloc alloc;
-		struct nvsim_free free;
-		struct nvsim_fault fault;
-		struct nvsim_delay delay;
-		struct sim_text text;
-		struct nvsim_hook hook;
-		struct nvsim_cost cost;
-	} u;
-	int ret;
-
-	if (_IOC_SIZE(cmd) > sizeof(u))
-		return -ENOTTY;
-	memset(&u, 0, sizeof(u));
-	if ((_IOC_DIR(cmd) & _IOC_WRITE) && copy_from_user(&u, uarg, _IOC_SIZE(cmd)))
-		return -EFAULT;
 	switch (cmd) {
-	case NVSIM_IOC_ALLOC: ret = nvsim_rs_ioctl_alloc(ctx, &u.alloc); break;
-	case NVSIM_IOC_FREE: ret = nvsim_rs_ioctl_free(ctx, &u.free); break;
-	case NVSIM_IOC_FAULT: ret = nvsim_rs_ioctl_fault(ctx, &u.fault); break;
-	case NVSIM_IOC_DELAY: ret = nvsim_rs_ioctl_delay(ctx, &u.delay); break;
-	case NVSIM_IOC_STATS: ret = nvsim_rs_ioctl_stats(ctx, &u.text); break;
-	case NVSIM_IOC_RESET: ret = nvsim_rs_ioctl_reset(ctx); break;
-	case NVSIM_IOC_HOOK: ret = nvsim_rs_ioctl_hook(ctx, &u.hook); break;
-	case NVSIM_IOC_COST: ret = nvsim_rs_ioctl_cost(ctx, &u.cost); break;
+	case NVSIM_IOC_ALLOC: return nvsim_rs_ioctl_alloc(ctx, &u->alloc);
+	case NVSIM_IOC_FREE: return nvsim_rs_ioctl_free(ctx, &u->free);
+	case NVSIM_IOC_FAULT: return nvsim_rs_ioctl_fault(ctx, &u->fault);
+	case NVSIM_IOC_DELAY: return nvsim_rs_ioctl_delay(ctx, &u->delay);
+	case NVSIM_IOC_STATS: return sim_rs_ioctl_stats(ctx, &u->text);
+	case NVSIM_IOC_RESET: return sim_rs_ioctl_reset(ctx);
+	case NVSIM_IOC_HOOK: return nvsim_rs_ioctl_hook(ctx, &u->hook);
+	case NVSIM_IOC_COST: return nvsim_rs_ioctl_cost(ctx, &u->cost);
 	default: return -ENOTTY;
 	}
-	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, &u, _IOC_SIZE(cmd))) {
-		/* The caller never learns the VA: free the allocation instead
-		 * of leaving it to the close of the file. */
-		if (cmd == NVSIM_IOC_ALLOC) {
-			struct nvsim_free f = { .va = u.alloc.va };
+}
 
-			nvsim_rs_ioctl_free(ctx, &f);
-		}
-		return -EFAULT;
+static void sim_ioctl_undo(void *ctx, unsigned int cmd, union sim_ioctl_arg *u)
+{
+	/* The caller never learns the VA: free the allocation instead of
+	 * leaving it to the close of the file. */
+	if (cmd == NVSIM_IOC_ALLOC) {
+		struct nvsim_free f = { .va = u->alloc.va };
+
+		nvsim_rs_ioctl_free(ctx, &f);
 	}
-	return ret;
 }
 
-static const struct file_operations nvsim_fops = {
-	.owner = THIS_MODULE,
-	.open = nvsim_open,
-	.release = nvsim_release,
-	.unlocked_ioctl = nvsim_ioctl,
-	.compat_ioctl = compat_ptr_ioctl,
-};
-
-static struct miscdevice nvsim_misc = {
-	.minor = MISC_DYNAMIC_MINOR,
-	.name = "nvidia_p2p_sim",
-	.fops = &nvsim_fops,
-	.mode = 0666,
-};
-
-/* --- the free hooks' worker ------------------------------------------------ */
-static struct workqueue_struct *nvsim_wq;
-
-struct nvsim_job {
-	struct work_struct work;
-	void (*fn)(void *arg);
-	void *arg;
-};
-
-static void nvsim_job_run(struct work_struct *work)
-{
-	struct nvsim_job *job = container_of(work, struct nvsim_job, work);
-
-	job->fn(job->arg);
-	kfree(job);
-}
-
-int nvsim_glue_run_async(void (*fn)(void *arg), void *arg)
-{
-	struct nvsim_job *job = kzalloc(sizeof(*job), GFP_KERNEL);
-
-	if (!job)
-		return -ENOMEM;
-	INIT_WORK(&job->work, nvsim_job_run);
-	job->fn = fn;
-	job->arg = arg;
-	queue_work(nvsim_wq, &job->work);
-	return 0;
-}
-
-int nvsim_glue_init(void)
-{
-	int ret;
-
-	nvsim_wq = alloc_workqueue("nvidia_p2p_sim", WQ_UNBOUND, 0);
-	if (!nvsim_wq)
-		return -ENOMEM;
-	ret = misc_register(&nvsim_misc);
-	if (ret)
-		destroy_workqueue(nvsim_wq);
-	return ret;
-}
-
-void nvsim_glue_exit(void)
-{
-	misc_deregister(&nvsim_misc);
-	destroy_workqueue(nvsim_wq);
-}
+/* Nothing of its own to set up besides the work queue (the free hooks')
+ * and the device. */
+static int sim_component_init(void) { return 0; }
+static void sim_component_exit(void) { }

@@ -3,13 +3,15 @@
  * glue.h -- the boundary between nvidia_p2p_sim's C glue (glue.c) and its
  * Rust crate: helpers the crate calls (nvsim_glue_*: static-inline kernel
  * functions, macros, module parameters) and the crate's entry points the
- * glue calls (nvsim_rs_*).  Read by the C compiler and by bindgen.
+ * glue calls (nvsim_rs_*); what both simulators share is in
+ * common/sim_glue.h.  Read by the C compiler and by bindgen.
  */
 #ifndef PEERMEM_NVSIM_GLUE_H
 #define PEERMEM_NVSIM_GLUE_H
 
 #include <linux/types.h>
 #include "sim_uapi.h"
+#include "../common/sim_glue.h"
 
 struct page;
 struct pci_dev;
@@ -39,22 +41,16 @@ void nvsim_glue_api_unlock(void);
 void nvsim_glue_state_lock(void);
 void nvsim_glue_state_unlock(void);
 
-/* --- tasks, time ---------------------------------------------------------- */
-unsigned long nvsim_glue_current(void);	/* the current task, as an id */
-u32 nvsim_glue_current_tgid(void);
+/* --- tasks, time (and sim_glue.h's) ------------------------------------- */
 bool nvsim_glue_current_is_kthread(void);
-u64 nvsim_glue_jiffies(void);
-u64 nvsim_glue_msecs_since(u64 since);
 void nvsim_glue_usleep(u64 us);
 void nvsim_glue_sleep_us(u64 us);	/* hrtimer, no slack */
-u64 nvsim_glue_ktime_ns(void);		/* CLOCK_MONOTONIC, ns */
 void nvsim_glue_cpu_relax(void);
 void nvsim_glue_cond_resched(void);
 
 /* --- memory ---------------------------------------------------------------- */
 struct page *nvsim_glue_alloc_block(u32 order);	/* free with __free_pages */
 u64 nvsim_glue_block_phys(struct page *page);
-void *nvsim_glue_kzalloc(size_t size);		/* free with kfree */
 void *nvsim_glue_kvzalloc(size_t size);		/* free with nvsim_glue_kvfree */
 void nvsim_glue_kvfree(void *p);
 /* Page-table and mapping headers: a LIFO cache of freed objects per kind and
@@ -64,30 +60,15 @@ void *nvsim_glue_obj_alloc(u32 kind, size_t size);	/* zeroed; free with nvsim_gl
 void nvsim_glue_obj_free(u32 kind, void *p, size_t size);
 void nvsim_glue_obj_cache_drain(void);
 bool nvsim_glue_driver_links_freed(void *p);	/* false: p is not a cached (freed) page table */
-int nvsim_glue_copy_to_user(u64 user_addr, const void *src, size_t len);
 
-/* --- devices, reports -------------------------------------------------- */
+/* --- devices -------------------------------------------------------------- */
 bool nvsim_glue_is_pci(struct pci_dev *peer);	/* &peer->dev is on the PCI bus */
-/* One contract violation: WARN once per kind (re-armed by reset). */
-void nvsim_glue_warn(u32 kind, const char *name);
-void nvsim_glue_rearm_warnings(void);
-
-/* --- the free hooks' worker ------------------------------------------------ */
-int nvsim_glue_run_async(void (*fn)(void *arg), void *arg);
-
-/* --- module init/exit pieces: the work queue and the character device ---- */
-int nvsim_glue_init(void);
-void nvsim_glue_exit(void);
 
 /* --- entry points implemented in Rust (entry.rs) ---------------------- */
-int nvsim_rs_open(void **context);
-void nvsim_rs_release(void *context);
 int nvsim_rs_ioctl_alloc(void *context, struct nvsim_alloc *arg);
 int nvsim_rs_ioctl_free(void *context, struct nvsim_free *arg);
 int nvsim_rs_ioctl_fault(void *context, struct nvsim_fault *arg);
 int nvsim_rs_ioctl_delay(void *context, struct nvsim_delay *arg);
-int nvsim_rs_ioctl_stats(void *context, struct sim_text *arg);
-int nvsim_rs_ioctl_reset(void *context);
 int nvsim_rs_ioctl_hook(void *context, struct nvsim_hook *arg);
 int nvsim_rs_ioctl_cost(void *context, struct nvsim_cost *arg);
 

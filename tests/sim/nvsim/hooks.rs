@@ -7,10 +7,7 @@
 //! or `wait_ms` passed -- a client's free callback may legitimately wait
 //! for the unmap in flight, so the hook never waits for ever.
 
-use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use kernel::prelude::*;
-use kernel::sync::Arc;
 
 use crate::bindings::{
     nvsim_hook, NVSIM_HOOK_GET_PAGES, NVSIM_HOOK_MAP_EPILOGUE, NVSIM_HOOK_MAP_PROLOGUE,
@@ -19,6 +16,10 @@ use crate::bindings::{
 use crate::lock::API;
 use crate::sys;
 use crate::violation::Event;
+
+#[path = "../common/hooks.rs"]
+mod common;
+use common::FreeJob;
 
 /// The default longest wait for a hook's free.
 const DEFAULT_WAIT_MS: u32 = 200;
@@ -106,27 +107,12 @@ impl Armed {
     }
 }
 
-/// A free running on the driver's work queue.
-struct Job {
-    owner: u32,
-    va: u64,
-    done: AtomicBool,
-    result: AtomicI32,
-}
-
-/// The work-queue function of a hook's free.
-///
-/// # Safety
-///
-/// `arg` came from `Arc::into_raw` in `fire` and is used once.
-unsafe extern "C" fn run_job(arg: *mut c_void) {
-    // SAFETY: the caller's contract.
-    let job = unsafe { Arc::from_raw(arg.cast_const().cast::<Job>()) };
-    let r = API.lock().free_va(job.owner, job.va);
+/// A hook's free, on the driver's work queue: cudaFree(`va`) in process
+/// `owner`.
+fn free_va(owner: u32, va: u64) -> Result {
+    let r = API.lock().free_va(owner, va);
     sys::notify_core_freed();
-    job.result
-        .store(r.map_or_else(|e| e.to_errno(), |()| 0), Ordering::Relaxed);
-    job.done.store(true, Ordering::Release);
+    r
 }
 
 /// Runs the hook of `site` if armed: cudaFree of `va` in process `owner`
@@ -136,28 +122,17 @@ pub(crate) fn fire(site: Site, owner: u32, va: u64) {
         return;
     };
     Event::HookFree.count();
-    let Ok(job) = Arc::new(
-        Job {
-            owner,
-            va,
-            done: AtomicBool::new(false),
-            result: AtomicI32::new(0),
-        },
-        GFP_KERNEL,
-    ) else {
+    let Ok(job) = FreeJob::new(owner, va, free_va) else {
         pr_err!("hook {}: out of memory\n", site.name());
         return;
     };
-    let raw = Arc::into_raw(job.clone()).cast_mut().cast::<c_void>();
-    if let Err(e) = sys::run_async(run_job, raw) {
-        // SAFETY: not queued, so this is the only use of `raw`.
-        drop(unsafe { Arc::from_raw(raw.cast_const().cast::<Job>()) });
+    if let Err(e) = job.start() {
         pr_err!("hook {}: cannot start the free: {:?}\n", site.name(), e);
         return;
     }
     let t0 = sys::jiffies();
     let finished = loop {
-        if job.done.load(Ordering::Acquire) {
+        if job.finished() {
             break true;
         }
         if sys::msecs_since(t0) > u64::from(wait_ms) {
@@ -183,6 +158,6 @@ pub(crate) fn fire(site: Site, owner: u32, va: u64) {
         } else {
             "still running"
         },
-        job.result.load(Ordering::Relaxed)
+        job.result()
     );
 }

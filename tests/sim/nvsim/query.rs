@@ -12,7 +12,7 @@ use crate::lock::StateGuard;
 use crate::memory::GPU_PAGE;
 use crate::sys;
 use crate::text::Text;
-use crate::violation::{self, CALLS, EVENTS, KINDS};
+use crate::violation::{self, CALLS, EVENTS};
 
 /// The fault injection sites' names, as in `struct nvsim_fault`.
 const SITE_NAMES: [&str; FAULT_SITES] = [
@@ -111,15 +111,7 @@ impl StateGuard<'_> {
         for (call, name) in CALLS {
             writeln!(t, "calls.{}={}", name, call.calls())?;
         }
-        for k in KINDS {
-            writeln!(
-                t,
-                "violation.{}={}",
-                k.name().to_str().unwrap_or("?"),
-                violation::count(k)
-            )?;
-        }
-        writeln!(t, "violations={}", violation::total())?;
+        violation::VIOLATIONS.write_stats(t)?;
         writeln!(t, "free_callbacks={}", self.free_callbacks)?;
         writeln!(t, "raced_calls={}", self.raced)?;
         writeln!(t, "orphan_mappings={}", self.orphan_maps.count())?;

@@ -1,64 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Safe wrappers over the kernel services the simulated GPU uses: pages,
-//! raw kernel memory for the ABI objects, time, the current task, module
-//! parameters, reports, user copies, run-time symbol lookup.  This is the
-//! crate's FFI boundary for kernel services: every call into C other than
-//! the exported API lives here.
+//! raw kernel memory for the ABI objects, its locks, time, module
+//! parameters, the peer's bus; and, from `common/sys.rs`, what both
+//! simulators use alike (the current task, time, reports, user copies, the
+//! work queue, run-time symbol lookup).  This is the crate's FFI boundary
+//! for kernel services: every call into C other than the exported API
+//! lives here.
 
-use core::ffi::{c_void, CStr};
 use core::ptr::NonNull;
 use kernel::prelude::*;
 
 use crate::bindings as b;
 
-/// `errno` values the kernel crate has no constant for (asm-generic).
-pub(crate) mod errno {
-    /// Resource deadlock would occur.
-    pub(crate) const EDEADLK: i32 = 35;
-    /// Operation not supported (kernel-internal, what the driver returns).
-    pub(crate) const ENOTSUPP: i32 = 524;
-}
-
-/// The error for a positive `errno`.
-pub(crate) fn err(errno: i32) -> Error {
-    Error::from_errno(-errno)
-}
-
-/// An identifier of the current task (its address), never 0.
-pub(crate) fn current_task() -> usize {
-    // SAFETY: no preconditions; returns `current` as an integer.
-    unsafe { b::nvsim_glue_current() as usize }
-}
-
-/// The thread-group id (process id) of the current task.
-pub(crate) fn current_tgid() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { b::nvsim_glue_current_tgid() }
-}
+#[path = "../common/sys.rs"]
+mod common;
+pub(crate) use common::*;
 
 /// Whether the current task is a kernel thread (a worker, not a process).
 pub(crate) fn current_is_kthread() -> bool {
     // SAFETY: no preconditions.
     unsafe { b::nvsim_glue_current_is_kthread() }
-}
-
-/// The 64-bit jiffies counter.
-pub(crate) fn jiffies() -> u64 {
-    // SAFETY: no preconditions.
-    unsafe { b::nvsim_glue_jiffies() }
-}
-
-/// Milliseconds elapsed since jiffies value `since`.
-pub(crate) fn msecs_since(since: u64) -> u64 {
-    // SAFETY: no preconditions.
-    unsafe { b::nvsim_glue_msecs_since(since) }
-}
-
-/// Sleeps `ms` milliseconds.
-pub(crate) fn msleep(ms: u32) {
-    // SAFETY: may sleep; every caller runs in process context.
-    unsafe { b::msleep(ms) }
 }
 
 /// Sleeps `us` microseconds.
@@ -71,12 +33,6 @@ pub(crate) fn usleep(us: u64) {
 pub(crate) fn sleep_us(us: u64) {
     // SAFETY: may sleep; every caller runs in process context.
     unsafe { b::nvsim_glue_sleep_us(us) }
-}
-
-/// The monotonic clock, in nanoseconds.
-pub(crate) fn ktime_ns() -> u64 {
-    // SAFETY: no preconditions.
-    unsafe { b::nvsim_glue_ktime_ns() }
 }
 
 /// A busy-wait loop's pause.
@@ -184,30 +140,6 @@ pub(crate) mod param {
     pub(crate) fn lat_spin() -> bool {
         // SAFETY: reads a module parameter.
         unsafe { b::nvsim_glue_lat_spin() }
-    }
-}
-
-/// `WARN` once for violation `kind` (until re-armed).
-pub(crate) fn warn_once(kind: u32, name: &CStr) {
-    // SAFETY: `name` is a NUL-terminated string valid for the call.
-    unsafe { b::nvsim_glue_warn(kind, name.as_ptr().cast()) }
-}
-
-/// Re-arms every violation's `WARN_ONCE`.
-pub(crate) fn rearm_warnings() {
-    // SAFETY: no preconditions.
-    unsafe { b::nvsim_glue_rearm_warnings() }
-}
-
-/// Copies `src` to user address `dst` of the current process.
-pub(crate) fn copy_to_user(dst: u64, src: &[u8]) -> Result {
-    // SAFETY: `src` is valid for reading `src.len()` bytes; the user address
-    // is checked by `copy_to_user`.
-    let r = unsafe { b::nvsim_glue_copy_to_user(dst, src.as_ptr().cast(), src.len()) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(EFAULT)
     }
 }
 
@@ -402,65 +334,10 @@ pub(crate) fn drain_object_cache() {
 /// into freed memory, a KASAN report on a KASAN kernel.  Made only if
 /// `table` is a freed header the object cache holds; false otherwise.
 pub(crate) fn driver_links_freed(table: usize) -> bool {
-    // SAFETY: the glue dereferences `table` only if it is one of the
-    // object cache's headers, checked under the cache's lock (which keeps
-    // it allocated and not handed out meanwhile); any value may be passed.
+    // The glue checks `table` against the object cache's headers under the
+    // cache's lock, which keeps a cached one allocated and not handed out.
+    // SAFETY: any value may be passed: only a cached header is written.
     unsafe { b::nvsim_glue_driver_links_freed(table as *mut c_void) }
-}
-
-/// A function of another module, looked up by name and held (the module
-/// cannot go away) until dropped.
-///
-/// # Invariants
-///
-/// `addr` was returned by `__symbol_get(name)` and is put back on drop.
-pub(crate) struct Symbol {
-    name: &'static CStr,
-    addr: NonNull<core::ffi::c_void>,
-}
-
-impl Symbol {
-    /// Looks `name` up; `None` if no loaded module exports it.
-    pub(crate) fn get(name: &'static CStr) -> Option<Self> {
-        // SAFETY: `name` is a NUL-terminated string.
-        let p = unsafe { b::__symbol_get(name.as_ptr().cast()) };
-        Some(Self {
-            name,
-            addr: NonNull::new(p)?,
-        })
-    }
-
-    /// The symbol's address.
-    pub(crate) fn addr(&self) -> *mut core::ffi::c_void {
-        self.addr.as_ptr()
-    }
-}
-
-impl Drop for Symbol {
-    fn drop(&mut self) {
-        // SAFETY: the symbol was got by name and is put back once (invariant).
-        unsafe { b::__symbol_put(self.name.as_ptr().cast()) }
-    }
-}
-
-/// Module init: the free hooks' work queue and `/dev/nvidia_p2p_sim`.
-pub(crate) fn init() -> Result {
-    // SAFETY: called once at module init.
-    kernel::error::to_result(unsafe { b::nvsim_glue_init() })
-}
-
-/// Module exit (after a successful `init`): removes the device, then waits
-/// for hook jobs still queued.
-pub(crate) fn exit() {
-    // SAFETY: called once at module exit, after a successful init.
-    unsafe { b::nvsim_glue_exit() }
-}
-
-/// Runs `f(arg)` on the driver's work queue (a kernel worker).
-pub(crate) fn run_async(f: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) -> Result {
-    // SAFETY: the work queue calls `f(arg)` once; `f`'s contract is the
-    // caller's business (hooks.rs).
-    kernel::error::to_result(unsafe { b::nvsim_glue_run_async(Some(f), arg) })
 }
 
 /// Tells peer_core_sim (if loaded) that GPU memory was freed, so it checks

@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The contract checks' outcome: each violation kind has a counter that
-//! tests read (`violation.<name>=N` in the stats), a log line naming it, and
-//! a `WARN` the first time it fires (re-armed by a counter reset).  Also the
-//! per-function call counters.
+//! The contract checks' outcome: the violation kinds a client can commit
+//! against the NVIDIA P2P API (counted, logged and WARNed as
+//! `common/violation.rs` does), the per-function call counters and the
+//! driver's event counters.
 
 use core::ffi::CStr;
 use core::fmt;
-use kernel::prelude::*;
+
+#[path = "../common/violation.rs"]
+mod common;
+pub(crate) use common::{ViolationKind, Violations};
 
 use crate::counters::Counters;
-use crate::sys;
 
 /// A contract violation a client can commit against the NVIDIA P2P API.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -80,9 +82,14 @@ pub(crate) const KINDS: [Kind; 17] = [
     Kind::PutReleasedOtherPin,
 ];
 
-impl Kind {
-    /// The name tests see.
-    pub(crate) fn name(self) -> &'static CStr {
+impl ViolationKind for Kind {
+    const ALL: &'static [Self] = &KINDS;
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn name(self) -> &'static CStr {
         match self {
             Kind::Misaligned => c"misaligned",
             Kind::ForeignVa => c"foreign_va",
@@ -103,29 +110,14 @@ impl Kind {
             Kind::PutReleasedOtherPin => c"put_released_other_pin",
         }
     }
-
-    fn str(self) -> &'static str {
-        self.name().to_str().unwrap_or("?")
-    }
 }
 
-static COUNTS: Counters<{ KINDS.len() }> = Counters::new();
+/// The violation counters.
+pub(crate) static VIOLATIONS: Violations<Kind, { KINDS.len() }> = Violations::new();
 
 /// Records one violation: counter, log line, WARN (once per kind).
 pub(crate) fn report(kind: Kind, what: fmt::Arguments<'_>) {
-    COUNTS.add(kind as usize);
-    pr_err!("contract violation {}: {}\n", kind.str(), what);
-    sys::warn_once(kind as u32, kind.name());
-}
-
-/// The count of `kind`.
-pub(crate) fn count(kind: Kind) -> u64 {
-    COUNTS.get(kind as usize)
-}
-
-/// The sum over all kinds.
-pub(crate) fn total() -> u64 {
-    COUNTS.total()
+    VIOLATIONS.report(kind, what);
 }
 
 /// An API function, for the call counters.
@@ -236,7 +228,6 @@ impl Event {
 
 /// Zeroes every violation and call counter and re-arms the WARNs.
 pub(crate) fn reset() {
-    COUNTS.reset();
+    VIOLATIONS.reset();
     CALL_COUNTS.reset();
-    sys::rearm_warnings();
 }
