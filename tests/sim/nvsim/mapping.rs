@@ -25,7 +25,7 @@
 //! - `nvidia_p2p_dma_unmap_pages` takes no API lock (only the allocation's
 //!   mapping-list lock): it may run while a free callback runs.  If the
 //!   callback returns while the unmap is still in flight, the driver frees
-//!   the bookkeeping the unmap uses: `unmap_in_flight_at_free` (gpu.rs).
+//!   the bookkeeping the unmap uses: `unmap_in_flight_at_free` (pin.rs).
 
 use core::ptr::NonNull;
 use kernel::prelude::*;

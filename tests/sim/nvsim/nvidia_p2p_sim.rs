@@ -20,6 +20,7 @@ mod latency;
 mod lock;
 mod mapping;
 mod memory;
+mod pin;
 mod query;
 mod retired;
 #[path = "../common/slots.rs"]
