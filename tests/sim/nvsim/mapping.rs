@@ -48,11 +48,25 @@ pub(crate) struct Prologue {
     pub(crate) owner: u32,
     pub(crate) va: u64,
     /// The pin is not the one the caller was given: a newer pin took the
-    /// freed table's address during the call.
+    /// freed table's address during the call (`map_newer_pin`, counted once).
     raced: bool,
+    /// A cudaFree freed what the call was using (`map_raced_free`, counted
+    /// once per call, whichever step saw it first).
+    freed: bool,
     /// The mapping being made: the driver copies the table's page
     /// addresses before its lock, maps them under it.
     mapping: DmaMapping,
+}
+
+impl Prologue {
+    /// Notes that a cudaFree freed what this call was using: the driver's
+    /// hazard, counted once per call.
+    fn raced_free(&mut self) {
+        if !self.freed {
+            self.freed = true;
+            Event::MapRacedFree.count();
+        }
+    }
 }
 
 /// Where dma_map's epilogue linked the mapping it hands out.
@@ -124,6 +138,7 @@ impl StateGuard<'_> {
             owner: a.owner,
             va: a.va,
             raced: false,
+            freed: false,
             mapping: self.copy_pages(p, peer)?,
         })
     }
@@ -141,8 +156,10 @@ impl StateGuard<'_> {
     /// address alone, goes on with `p` -- the documented window, the
     /// driver's hazard, counted, not the client's violation.
     fn map_newer_pin(&mut self, pro: &mut Prologue, p: usize, when: &str) {
-        Event::MapRacedFree.count();
-        Event::MapNewerPin.count();
+        pro.raced_free();
+        if !pro.raced {
+            Event::MapNewerPin.count();
+        }
         let (serial, va) = self.pins.get(p).map_or((0, 0), |q| (q.serial, q.va));
         pr_info!(
             "nvidia_p2p_dma_map_pages: the page table was freed during the call and a newer pin (VA {:#x}) has its address: {} goes on with that pin, for this caller\n",
@@ -163,15 +180,11 @@ impl StateGuard<'_> {
             .is_some_and(|p| p.serial == pro.serial && p.table.ptr() as usize == pro.table)
     }
 
-    /// A live pin other than the prologue's at the prologue's table
-    /// address: the table was freed and its address reused meanwhile.
+    /// The live pin at the prologue's table address, once the prologue's
+    /// own pin is gone (not `still_live`): a newer pin got the address.
     fn newer_pin_at(&self, pro: &Prologue) -> Option<usize> {
         match self.find_table(pro.table) {
-            Found::Live(q) => self
-                .pins
-                .get(q)
-                .filter(|p| p.serial != pro.serial)
-                .map(|_| q),
+            Found::Live(q) => Some(q),
             _ => None,
         }
     }
@@ -195,7 +208,7 @@ impl StateGuard<'_> {
                 }
                 None => {
                     // Not the client's doing.
-                    Event::MapRacedFree.count();
+                    pro.raced_free();
                     return Ok(true);
                 }
             }
@@ -220,7 +233,7 @@ impl StateGuard<'_> {
             if self.pins.get(pro.pin).is_some_and(|p| p.called) {
                 // The pin's teardown is pending (its callback runs): it
                 // will free this mapping with the pin's others.
-                Event::MapRacedFree.count();
+                pro.raced_free();
                 pr_info!(
                     "nvidia_p2p_dma_map_pages: the allocation is being freed (epilogue): the \
                      mapping is handed out, and freed with the pin when its callback returns\n"
@@ -233,7 +246,7 @@ impl StateGuard<'_> {
             // and nobody will ever free the mapping.  The caller gets it
             // too; any later use of it with its (freed) table is a use
             // after the callback.
-            Event::MapRacedFree.count();
+            pro.raced_free();
             pr_info!(
                 "nvidia_p2p_dma_map_pages: the allocation was freed during the call (epilogue): \
                  the mapping is linked into the freed bookkeeping, handed out and never freed\n"

@@ -37,13 +37,14 @@ has "^0$" || bad "pin left"
 # (prologue) or links the caller's mapping into it (epilogue).  That pin's
 # owner never made the mapping: its put frees it, with no put_before_unmap.
 for site in map_prologue map_epilogue; do
-  n0=$(gpu_get map_newer_pin 2>/dev/null || echo none)
+  n0=$(gpu_get map_newer_pin 2>/dev/null || echo none); r0=$(gpu_get map_raced_free)
   check "$site: cudaFree, then another thread's pin gets the freed table's address" \
     sim_run "A=gpu alloc 2M; B=gpu alloc 2M; gpu hook $site 1 1500; & !EINVAL core reg \$A 2M; sleep 400; H=core reg \$B 2M; wait; gpu get mappings; core dma-check \$H; core dereg \$H; gpu get mappings; gpu get pins; gpu free \$B"
   check "... the newer pin held the caller's mapping and its own; its put freed both" \
     test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 2,0,0
   check "... the driver went on with the newer pin (map_newer_pin: $n0, then +1)" \
     test "$(gpu_get map_newer_pin 2>/dev/null)" = "$((n0 + 1))"
+  check "... one raced call, counted once (map_raced_free: $r0, then +1)" test "$(gpu_get map_raced_free)" = "$((r0 + 1))"
 done
 # With no newer pin at the address, the driver goes on with what the freed
 # table held: after a free in the prologue it reads the freed table and maps
@@ -53,12 +54,13 @@ done
 # hazard-map-epilogue run them in the controls' boot).  Either way the
 # caller gets the mapping, and the driver never frees it.
 for site in map_prologue map_epilogue; do
-  o0=$(gpu_get orphan_mappings)
+  o0=$(gpu_get orphan_mappings); r0=$(gpu_get map_raced_free)
   w0=$(dmesg | grep -c "linked the mapping into the freed bookkeeping")
   check "$site, no newer pin: the mapping is handed out and never freed" \
     sim_run "A=gpu alloc 2M; gpu hook $site 1; !EINVAL core reg \$A 2M; gpu get pins; gpu get mappings"
   check "... (pins, mappings: 0,0; orphan_mappings +1)" \
     test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,),$(gpu_get orphan_mappings)" = "0,0,$((o0 + 1))"
+  check "... one raced call, counted once (map_raced_free: $r0, then +1)" test "$(gpu_get map_raced_free)" = "$((r0 + 1))"
   if [ "$(param nvidia_p2p_sim driver_reads)" = Y ]; then
     check "... linked into the freed bookkeeping (the driver's write)" \
       test "$(dmesg | grep -c "linked the mapping into the freed bookkeeping")" -gt "$w0"
