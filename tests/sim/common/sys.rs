@@ -96,9 +96,15 @@ pub(crate) fn copy_to_user(dst: u64, src: &[u8]) -> Result {
 }
 
 /// Runs `f(arg)` on the simulator's work queue (a kernel worker).
-pub(crate) fn run_async(f: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) -> Result {
-    // SAFETY: the work queue calls `f(arg)` once; `f`'s contract is the
-    // caller's business (hooks.rs, entry.rs).
+///
+/// # Safety
+///
+/// `f(arg)` may be called once, from a kernel worker, at any time after
+/// this returns `Ok`: `arg` meets `f`'s contract until then.  On `Err`, `f`
+/// is never called.
+pub(crate) unsafe fn run_async(f: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) -> Result {
+    // SAFETY: the glue queues one work item calling `f(arg)` (the caller's
+    // contract covers that call), or returns an error and queues nothing.
     kernel::error::to_result(unsafe { b::sim_glue_run_async(Some(f), arg) })
 }
 
@@ -124,24 +130,41 @@ unsafe extern "C" fn run_job<J: Job>(arg: *mut c_void) {
 /// reference until it ran.
 pub(crate) fn spawn<J: Job>(job: Arc<J>) -> Result {
     let raw = Arc::into_raw(job).cast_mut().cast::<c_void>();
-    run_async(run_job::<J>, raw).inspect_err(|_| {
+    // SAFETY: `raw` is an `Arc<J>` from `into_raw`, used once: what
+    // `run_job::<J>` needs.
+    unsafe { run_async(run_job::<J>, raw) }.inspect_err(|_| {
         // SAFETY: not queued, so this is the only use of `raw`.
         drop(unsafe { Arc::from_raw(raw.cast_const().cast::<J>()) });
     })
 }
 
-/// Module init: the component's own set-up (glue.c), the work queue and
-/// `/dev/<module>`.
-pub(crate) fn init() -> Result {
-    // SAFETY: called once at module init.
-    kernel::error::to_result(unsafe { b::sim_glue_init() })
+/// The component's own set-up (glue.c), the work queue and
+/// `/dev/<module>`, made by [`init`] and undone when dropped: the device
+/// removed, the jobs still queued waited for, the set-up undone.
+///
+/// # Invariants
+///
+/// `sim_glue_init` succeeded, and `sim_glue_exit` has not run.
+pub(crate) struct Glue(());
+
+/// Module init: the set-up [`Glue`] stands for.  The module keeps the
+/// returned value, the only one, until its exit.
+pub(crate) fn init() -> Result<Glue> {
+    static DONE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    if DONE.swap(true, core::sync::atomic::Ordering::AcqRel) {
+        return Err(EBUSY);
+    }
+    // SAFETY: the first call in this module's life (`DONE`).
+    kernel::error::to_result(unsafe { b::sim_glue_init() })?;
+    // INVARIANT: the init succeeded; only `Drop` calls the exit.
+    Ok(Glue(()))
 }
 
-/// Module exit (after a successful `init`): removes the device, waits for
-/// the jobs still queued, then undoes the component's set-up.
-pub(crate) fn exit() {
-    // SAFETY: called once at module exit, after a successful init.
-    unsafe { b::sim_glue_exit() }
+impl Drop for Glue {
+    fn drop(&mut self) {
+        // SAFETY: after a successful init, once (type invariant).
+        unsafe { b::sim_glue_exit() }
+    }
 }
 
 /// A function of another module, looked up by name and held (the module

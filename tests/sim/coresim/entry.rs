@@ -230,7 +230,9 @@ pub(crate) struct DeregJob {
 /// returned.
 pub(crate) fn spawn_dereg(job: KBox<DeregJob>) -> Result {
     let raw = KBox::into_raw(job).cast::<c_void>();
-    sys::run_async(pcsim_dereg_job, raw).inspect_err(|_| {
+    // SAFETY: `raw` is a `KBox<DeregJob>` from `into_raw`, used once: what
+    // `pcsim_dereg_job` needs.
+    unsafe { sys::run_async(pcsim_dereg_job, raw) }.inspect_err(|_| {
         // SAFETY: not queued, so this is the only use of `raw`.
         let job = unsafe { KBox::from_raw(raw.cast::<DeregJob>()) };
         let DeregJob { reg, .. } = KBox::into_inner(job);

@@ -36,11 +36,13 @@ module! {
     license: "GPL",
 }
 
-struct PeerCoreSim;
+struct PeerCoreSim {
+    glue: Option<sys::Glue>,
+}
 
 impl kernel::Module for PeerCoreSim {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        sys::init()?;
+        let glue = sys::init()?;
         let mut t = tables::TABLES.lock();
         t.set_hca(Some(sys::Hca::get()));
         let hca = t.dma_device().map(|d| d.name()).unwrap_or("none");
@@ -53,7 +55,7 @@ impl kernel::Module for PeerCoreSim {
             u8::from(sys::param_memory_peers()),
             if sys::param_page_shift() { "page_shift" } else { "trim" }
         );
-        Ok(PeerCoreSim)
+        Ok(PeerCoreSim { glue: Some(glue) })
     }
 }
 
@@ -63,7 +65,7 @@ impl Drop for PeerCoreSim {
         drop(hca);
         tables::TABLES.lock().clear();
         client::PEERS.lock().clear();
-        sys::exit();
+        drop(self.glue.take());
         pr_info!("simulated RDMA core removed\n");
     }
 }

@@ -37,22 +37,24 @@ module! {
     license: "GPL",
 }
 
-struct NvidiaP2pSim;
+struct NvidiaP2pSim {
+    glue: Option<sys::Glue>,
+}
 
 impl kernel::Module for NvidiaP2pSim {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        sys::init()?;
+        let glue = sys::init()?;
         pr_info!(
             "simulated GPU ready: /dev/nvidia_p2p_sim, page tables v{:#010x}\n",
             sys::param::pt_version()
         );
-        Ok(NvidiaP2pSim)
+        Ok(NvidiaP2pSim { glue: Some(glue) })
     }
 }
 
 impl Drop for NvidiaP2pSim {
     fn drop(&mut self) {
-        sys::exit();
+        drop(self.glue.take());
         lock::API.state().shutdown();
         sys::drain_object_cache();
         pr_info!("simulated GPU removed\n");
