@@ -39,10 +39,12 @@ all: modules
 
 # The providers' Module.symvers (README "Binding"): PEERMEM_SYMVERS="FILE..."
 # names them, PEERMEM_SYMVERS=none builds the weak, unversioned fallback;
-# unset, scripts/provider-symvers.sh looks for them for the kernel
-# PEERMEM_KVER (DKMS passes its $$kernelver), by default the release of KDIR.
+# unset, scripts/provider-symvers.sh finds them for the kernel PEERMEM_KVER
+# (DKMS passes its $$kernelver; by default the release of KDIR): the CRCs of
+# the provider modules modprobe loads for it, generated into
+# build/provider-symvers/<kver>/ where a provider ships no Module.symvers.
 PEERMEM_KVER ?= $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null)
-PEERMEM_SYMVERS_ARG = $(if $(filter undefined,$(origin PEERMEM_SYMVERS)),$$($(CURDIR)/scripts/provider-symvers.sh find "$(PEERMEM_KVER)"),$(if $(filter none,$(PEERMEM_SYMVERS)),none,$(abspath $(PEERMEM_SYMVERS))))
+PEERMEM_SYMVERS_ARG = $(if $(filter undefined,$(origin PEERMEM_SYMVERS)),$$(PEERMEM_KDIR=$(KDIR) PEERMEM_SYMVERS_OUT=$(CURDIR)/build/provider-symvers/$(PEERMEM_KVER) $(CURDIR)/scripts/provider-symvers.sh find "$(PEERMEM_KVER)"),$(if $(filter none,$(PEERMEM_SYMVERS)),none,$(abspath $(PEERMEM_SYMVERS))))
 
 # scripts/check-kernel.sh stops with one line (what is missing, what to
 # install) before the compiler runs, and names the matching rustc/bindgen.

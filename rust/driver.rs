@@ -38,11 +38,11 @@ impl kernel::Module for PeermemRs {
     fn init(module: &'static ThisModule) -> Result<Self> {
         if let Some(unversioned) = glue::unversioned_refused() {
             pr_err!(
-                "built without the symbol versions of the {unversioned}, but this kernel \
-                 checks symbol versions (CONFIG_MODVERSIONS) and would let these calls \
-                 through unchecked: rebuild against the providers' Module.symvers (DKMS \
-                 finds them; from source: make PEERMEM_SYMVERS=\"<files>\"), or load with \
-                 allow_unversioned=1 to accept it (binding {})\n",
+                "built without the symbol versions of the {unversioned} (none was installed \
+                 for this kernel when it was built), but this kernel checks symbol versions \
+                 (CONFIG_MODVERSIONS) and would let these calls through unchecked: with the \
+                 {unversioned} installed, rebuild: peermem-rs-refresh (DKMS), or make again \
+                 (from source); or load with allow_unversioned=1 to accept it (binding {})\n",
                 glue::binding()
             );
             return Err(ENOEXEC);

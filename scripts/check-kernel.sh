@@ -81,11 +81,22 @@ if [ ! -f "$config" ]; then
   fail "no kernel build tree at $KDIR" "$r"
 fi
 
+# The release's major version (os-release VERSION_ID), or empty.
+os_major() { (. "${PEERMEM_OS_RELEASE:-/etc/os-release}" 2>/dev/null; echo "${VERSION_ID%%.*}"); }
+
 # 2. CONFIG_RUST.
 if ! grep -q '^CONFIG_RUST=y' "$config"; then
   case $DISTRO in
-    ubuntu) r="boot an Ubuntu kernel built with CONFIG_RUST=y (grep '^CONFIG_RUST=y' /boot/config-<version>; such kernels have a linux-lib-rust-<version> package)";;
-    debian) r="Debian's stable kernels have Rust off: install the backports kernel, $(backports_remedy)";;
+    # Ubuntu 26.04's generic 7.0 kernel and 24.04's 7.0 HWE kernel have Rust
+    # on, with linux-lib-rust-<version> packages (README "Ubuntu 26.04").
+    ubuntu) r="boot a kernel with CONFIG_RUST=y: Ubuntu 26.04's generic kernel (apt install linux-generic), on 24.04 the 7.0 HWE kernel (apt install linux-generic-hwe-24.04), or NVIDIA's linux-nvidia kernels where their config has it (grep '^CONFIG_RUST=y' /boot/config-<version>); such kernels have a linux-lib-rust-<version> package";;
+    # Debian 12's kernels, bookworm-backports' included, have Rust off:
+    # only Debian 13's backports kernels (7.x) have it.
+    debian) if [ -n "$(os_major)" ] && [ "$(os_major)" -lt 13 ] 2>/dev/null; then
+              r="no Debian $(os_major) kernel, backports included, has Rust on: upgrade to Debian 13 (trixie) and install its backports kernel (README \"Debian trixie\"): apt install -t trixie-backports linux-image-$(dpkg --print-architecture 2>/dev/null || echo amd64) linux-headers-$(dpkg --print-architecture 2>/dev/null || echo amd64)"
+            else
+              r="Debian's stable kernels have Rust off: install the backports kernel, $(backports_remedy)"
+            fi;;
     rhel) r="RHEL-like distribution kernels are built without CONFIG_RUST: a Rust module needs a kernel built with CONFIG_RUST=y";;
     *) r="a Rust module needs a kernel built with CONFIG_RUST=y";;
   esac

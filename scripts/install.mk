@@ -30,6 +30,8 @@ install-files:
 	install -D -m 644 etc/depmod.d-peermem-rs.conf $(DESTDIR)/etc/depmod.d/peermem-rs.conf
 	sed -i 's|^override nvidia_peermem \* .*|override nvidia_peermem * $(DKMS_DEST)|' $(DESTDIR)/etc/depmod.d/peermem-rs.conf
 	install -D -m 755 scripts/rust-metadata.sh $(DESTDIR)$(if $(DESTDIR),/usr,$(PREFIX))/sbin/peermem-rust-metadata
+	install -D -m 755 scripts/peermem-rs-refresh.sh $(DESTDIR)$(if $(DESTDIR),/usr,$(PREFIX))/sbin/peermem-rs-refresh
+	sed -i 's|^VERSION=@VERSION@$$|VERSION=$(PEERMEM_VERSION)|' $(DESTDIR)$(if $(DESTDIR),/usr,$(PREFIX))/sbin/peermem-rs-refresh
 
 # dkms add, then build + install for KVER (or, without KVER, for every kernel
 # DKMS autoinstalls to).  A kernel that cannot build a Rust module is skipped
@@ -54,7 +56,7 @@ uninstall:
 	-[ ! -x $(PREFIX)/sbin/peermem-rust-metadata ] || $(PREFIX)/sbin/peermem-rust-metadata --remove-all
 	rm -rf $(DKMS_SRC)
 	rm -f /etc/modprobe.d/peermem-rs.conf /etc/depmod.d/peermem-rs.conf
-	rm -f $(PREFIX)/sbin/peermem-rust-metadata $(PREFIX)/bin/peermem-probe
+	rm -f $(PREFIX)/sbin/peermem-rust-metadata $(PREFIX)/sbin/peermem-rs-refresh $(PREFIX)/bin/peermem-probe
 
 # Both packages, built from the tracked files only (git archive of the
 # index and working tree of tracked files, via `git stash create`: no

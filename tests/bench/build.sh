@@ -54,6 +54,9 @@ done
 # (no PEERMEM_SYMVERS), and a build against a provider symvers whose CRC
 # of nvidia_p2p_get_pages differs from the simulator's (a driver other than
 # the one built against).
+# And for tests/bench/hosts.sh, the NVIDIA simulator as another build of
+# the same driver (NVSIM_DRIVER_REBUILD: the same code, other CRCs), in
+# <src>-upgrade/tests/sim.
 modversions=; product_symvers=; variant_dirs=
 if grep -qx CONFIG_MODVERSIONS=y "$ROOT$KDIR/.config"; then
   modversions=y; product_symvers=$SRC/tests/sim/Module.symvers
@@ -61,6 +64,10 @@ if grep -qx CONFIG_MODVERSIONS=y "$ROOT$KDIR/.config"; then
     product_copy "$SRC-$v"; mkdir -p "$ROOT$OUT/$v"; rm -f "$ROOT$OUT/$v"/*.ko
     variant_dirs="$variant_dirs $SRC-$v"
   done
+  mkdir -p "$ROOT$SRC-upgrade"
+  rsync -a --delete --exclude=build.log --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
+    --exclude='*.mod*' --exclude=Module.symvers --exclude=modules.order "$ROOT$SRC/" "$ROOT$SRC-upgrade/"
+  variant_dirs="$variant_dirs $SRC-upgrade/tests/sim"
 fi
 
 # The simulators first where the product is built against their symvers.
@@ -85,6 +92,7 @@ for d in $dirs; do
   case $d in "$SRC"|"$IDSRC"|"$SRC"-plant-*)
     [ -n "$product_symvers" ] && extra="$extra PEERMEM_SYMVERS=$product_symvers";;
   "$SRC"-weak) name="peermem_rs (weak fallback)";;
+  "$SRC"-upgrade/tests/sim) name="tests/sim (another driver build)"; extra=KCFLAGS=-DNVSIM_DRIVER_REBUILD;;
   "$SRC"-skew)
     name="peermem_rs (against a skewed NVIDIA symvers)"
     crc=$(awk -F'\t' '$2 == "nvidia_p2p_get_pages" { print $1; exit }' "$ROOT$product_symvers")
@@ -101,9 +109,10 @@ for d in $dirs; do
     echo "BUILD-FAIL $KVER $name: compiler warnings"; grep -E 'warning' -A8 "$ROOT$d/build.log" | head -60; status=1
   fi
   # The identity build exports nothing the test modules use.
-  case $d in "$IDSRC"|"$SRC"-plant-*|"$SRC"-weak|"$SRC"-skew) ;; *) symvers="$symvers $d/Module.symvers";; esac
+  case $d in "$IDSRC"|"$SRC"-plant-*|"$SRC"-weak|"$SRC"-skew|"$SRC"-upgrade/*) ;; *) symvers="$symvers $d/Module.symvers";; esac
   case $d in
     "$SRC"-weak|"$SRC"-skew) cp "$ROOT$d"/*.ko "$ROOT$OUT/${d#"$SRC"-}/" ;;
+    "$SRC"-upgrade/*) ;;
     *) cp "$ROOT$d"/*.ko "$ROOT$OUT/" 2>/dev/null || true ;;
   esac
 done

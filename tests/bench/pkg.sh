@@ -52,6 +52,7 @@ nothing_left() { # nothing_left LABEL
   local left
   left=$(root sh -c 'ls -d /var/lib/dkms/peermem-rs /usr/src/peermem-rs-* /etc/modprobe.d/peermem-rs.conf \
       /etc/depmod.d/peermem-rs.conf /usr/local/sbin/peermem-rust-metadata /usr/sbin/peermem-rust-metadata \
+      /usr/local/sbin/peermem-rs-refresh /usr/sbin/peermem-rs-refresh \
       /var/lib/peermem-rs /usr/src/linux-headers-*/.peermem-rust-metadata.files \
       /lib/modules/*/updates/dkms/nvidia_peermem.ko* 2>/dev/null; grep -l nvidia_peermem /lib/modules/*/modules.dep 2>/dev/null' || true)
   check "$1: nothing left behind${left:+ (left: ${left//$'\n'/ })}" test -z "$left"

@@ -206,10 +206,30 @@ esac
 # selfcheck_boot KVER: that boot (its console in selfcheck-KVER.out);
 # `make test` starts it in the background once the Debian kernels are done,
 # beside the rest of the debug kernel's suite (SC_PID).
+# The host layouts (tests/bench/hosts.sh, host side, then the VM case
+# host-layouts) ride in that boot too: host-layouts first, before any
+# control has left a report or a leak behind.
 selfcheck_boot() {
   local k=$1 list
   list=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/selfcheck.list" | cut -f1 | paste -sd,)
+  if hosts_step "$k" > "$RESULTS/hosts-$k.out" 2>&1; then list="host-layouts,$list"; fi
   RESULTS=$RESULTS/selfcheck timed "selfcheck $k" bash "$BENCH/vm.sh" "$k" "$list" > "$RESULTS/selfcheck-$k.out" 2>&1 || true
+}
+# hosts_step KVER: tests/bench/hosts.sh for the debug kernel (its checks
+# counted from hosts-KVER.counts at the end).
+hosts_step() {
+  is_debug_kernel "$1" || return 1
+  timed "hosts $1" bash "$BENCH/hosts.sh" "$1"
+}
+# The verdicts of host-layouts in the boot whose console is FILE.
+judge_host_layouts() { # judge_host_layouts FILE KVER
+  local section p f
+  section=$(sed -n "/VMCASE-BEGIN host-layouts\$/,/VMCASE-END host-layouts /p" "$1")
+  [ -n "$section" ] || { echo "FAIL - host-layouts did not run on $2"; record fail "$2:host-layouts"; return; }
+  grep -E '^(ok|FAIL|skip) ' <<< "$section" || true
+  p=$(grep -c '^ok ' <<< "$section" || true); f=$(grep -c '^FAIL ' <<< "$section" || true)
+  passed=$((passed+p)); failed=$((failed+f))
+  if [ "$f" != 0 ] || ! grep -q 'VMCASE-END host-layouts PASS' <<< "$section"; then failures+=("$2:host-layouts"); [ "$f" != 0 ] || failed=$((failed+1)); fi
 }
 SC_PID=
 selfcheck() { # selfcheck KVER: judge the controls (booting them first unless started)
@@ -217,6 +237,9 @@ selfcheck() { # selfcheck KVER: judge the controls (booting them first unless st
   echo "-- $k: negative controls (each must be caught)"
   if [ -n "$SC_PID" ]; then wait "$SC_PID" || true; SC_PID=; else selfcheck_boot "$k"; fi
   grep -E '^(TIME selfcheck|VMRETRY|VM stuck|VM died)' "$out" || true
+  echo "-- $k: host layouts (tests/bench/hosts.sh, then host-layouts in that boot)"
+  grep -E '^(ok|FAIL) |^    \|' "$RESULTS/hosts-$k.out" || true
+  if [ -f "$RESULTS/hosts-$k.counts" ]; then judge_host_layouts "$out" "$k"; else echo "FAIL - hosts.sh did not run"; record fail "$k:hosts"; fi
   while IFS=$'\t' read -r name re; do
     case "$name" in ''|'#'*) continue;; esac
     section=$(sed -n "/VMCASE-BEGIN $name\$/,/VMCASE-END $name /p" "$out")
@@ -280,6 +303,9 @@ run_kernel() { # run_kernel KVER
   # chroot, which the module refuses (module-modversions covers that).
   if [ -z "${BG:-}" ] && pkg_tests && [[ ",$CASES," == *,pkg-modprobe,* ]] && ! is_debug_kernel "$k"; then
     timed "dkms install $k" bash "$BENCH/pkg.sh" install "$k" || true; pkg_k=$k
+  fi
+  if [[ ",$CASES," == *,host-layouts,* ]] && is_debug_kernel "$k"; then
+    hosts_step "$k" || true
   fi
   echo "-- $k: core variant $(core_variant_for "$k")${BG:+ (in the background)}"
   if [ -n "${BG:-}" ]; then
@@ -353,7 +379,7 @@ if [ -n "$bg_k" ]; then
   wait "$BG_PID" || true
   collect_vm "$bg_k" || true
 fi
-for c in "$RESULTS"/pkg-*.counts; do
+for c in "$RESULTS"/pkg-*.counts "$RESULTS"/hosts-*.counts; do
   [ -f "$c" ] || continue
   read -r p f i < "$c"
   passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+i))

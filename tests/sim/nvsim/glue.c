@@ -68,6 +68,20 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_sim_dma_live);
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_translate);
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_callback_waits_for);
 
+#ifdef NVSIM_DRIVER_REBUILD
+/*
+ * The bench's driver upgrade (tests/bench/hosts.sh): this module as another
+ * build of the same driver -- the same code and ABI, other symbol versions.
+ * A gendwarfksyms rule (a .discard section: nothing of it reaches the
+ * module) has the symbol-version hash see struct nvidia_p2p_page_table as
+ * a declaration only, as a driver whose headers changed that structure
+ * would hash another definition: each export of this file that takes a
+ * page table gets another CRC (scripts/gendwarfksyms/kabi.c, "declonly").
+ */
+static const char nvsim_rebuild_rule[] __used __aligned(1)
+	__section(".discard.gendwarfksyms.kabi_rules") = "1\0declonly\0nvidia_p2p_page_table\0";
+#endif
+
 /* --- module parameters ------------------------------------------------ */
 static unsigned int pt_version = NVIDIA_P2P_PAGE_TABLE_VERSION_V2;
 module_param(pt_version, uint, 0644);

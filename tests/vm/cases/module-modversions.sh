@@ -48,7 +48,7 @@ check "rmmod" rmmod "$PM_MODULE"
 log_mark weak
 fails_with "the weak fallback: refused (ENOEXEC, kmod's 'Invalid module format')" 'Invalid module format|Exec format error' insmod "$MODS/weak/peermem_rs.ko"
 check "... one line says why and what to do" \
-  grep -qE "peermem_rs: built without the symbol versions of the peer-memory core and NVIDIA driver, but this kernel checks symbol versions \(CONFIG_MODVERSIONS\) and would let these calls through unchecked: rebuild against the providers' Module.symvers .*allow_unversioned=1 .*\(binding weak: no provider Module.symvers found\)$" <(log_since weak)
+  grep -qE "peermem_rs: built without the symbol versions of the peer-memory core and NVIDIA driver \(none was installed for this kernel when it was built\), but this kernel checks symbol versions \(CONFIG_MODVERSIONS\) and would let these calls through unchecked: with the peer-memory core and NVIDIA driver installed, rebuild: peermem-rs-refresh \(DKMS\), or make again \(from source\); or load with allow_unversioned=1 to accept it \(binding weak: no provider Module.symvers found\)$" <(log_since weak)
 check "... the kernel's loader had let it through with a warning only (no extended symbol version for ...)" \
   grep -qE "no extended symbol version for (nvidia_p2p_|ib_(un)?register_peer_memory_client)" <(dmesg)
 log_mark allow

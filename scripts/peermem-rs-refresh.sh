@@ -1,0 +1,61 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# peermem-rs-refresh -- keep the DKMS build of peermem-rs bound to the
+# providers that will be loaded (README "Binding", "Upgrades").
+#
+#   peermem-rs-refresh [--check] [KVER...]
+#
+# For each kernel KVER (default: every kernel DKMS has peermem-rs installed
+# for), scripts/provider-symvers.sh check compares the symbol versions
+# (CRCs) the installed nvidia_peermem was built against with those of the
+# provider modules modprobe loads for KVER now (an NVIDIA driver or
+# DOCA-OFED upgraded or installed after peermem-rs, by DKMS, by packages
+# of prebuilt modules, or by hand).  A stale build is rebuilt and
+# reinstalled through DKMS (dkms build --force, dkms install --force),
+# before its next load.  One line per kernel that was stale.
+#   --check    only say which kernels are stale (exit 1 if any)
+#   --trigger  run by the package's dpkg trigger (a provider's modules or
+#              sources changed): never fails, silent when nothing is stale
+# Exit: 0 nothing stale (or all rebuilt), 1 stale (--check) or a rebuild
+# failed, 2 usage.
+set -uo pipefail
+VERSION=@VERSION@
+[ "$VERSION" != "@VERSION@" ] || VERSION=$(cat "$(dirname "$0")/../VERSION")
+# provider-symvers.sh: beside this script in a source tree, else in the
+# sources DKMS builds from.
+PS=$(dirname "$0")/provider-symvers.sh
+[ -x "$PS" ] || PS=/usr/src/peermem-rs-$VERSION/scripts/provider-symvers.sh
+mode=refresh
+case ${1:-} in --check) mode=check; shift;; --trigger) mode=trigger; shift;; -h|--help) sed -n '3,20p' "$0"; exit 0;; -*) echo "usage: peermem-rs-refresh [--check | --trigger] [KVER...]" >&2; exit 2;; esac
+command -v dkms > /dev/null || { [ $mode = trigger ] && exit 0; echo "peermem-rs-refresh: dkms is not installed: nothing to refresh (a build from source is rebuilt with make)" >&2; exit 2; }
+[ -x "$PS" ] || { [ $mode = trigger ] && exit 0; echo "peermem-rs-refresh: $PS not found: is peermem-rs $VERSION installed?" >&2; exit 2; }
+kernels=("$@")
+if [ ${#kernels[@]} = 0 ]; then
+  mapfile -t kernels < <(dkms status -m peermem-rs -v "$VERSION" 2> /dev/null |
+    sed -nE 's/^peermem-rs\/[^,]+, ([^,]+), [^:]+: installed.*/\1/p' | sort -u)
+fi
+rc=0
+for k in "${kernels[@]}"; do
+  ko=$(modinfo -k "$k" -n nvidia_peermem 2> /dev/null) || { [ $mode = trigger ] || echo "peermem-rs: $k: no nvidia_peermem installed for it"; continue; }
+  why=$("$PS" check "$k" "$ko" 2>&1); st=$?
+  case $st in
+    0) [ $mode = trigger ] || echo "peermem-rs: $k: up to date with its providers";;
+    1)
+      echo "peermem-rs: $k: stale: $(head -n1 <<< "$why")"
+      if [ $mode = check ]; then rc=1; continue; fi
+      echo "peermem-rs: $k: rebuilding peermem-rs $VERSION (dkms build --force; about a minute)"
+      if dkms build -m peermem-rs -v "$VERSION" -k "$k" --force > /dev/null 2>&1 &&
+         dkms install -m peermem-rs -v "$VERSION" -k "$k" --force > /dev/null 2>&1; then
+        if "$PS" check "$k" > /dev/null 2>&1; then
+          echo "peermem-rs: $k: rebuilt: $(modinfo -k "$k" -F binding nvidia_peermem 2> /dev/null)"
+        else
+          echo "peermem-rs: $k: rebuilt, but still not bound to the installed providers: $("$PS" check "$k" 2>&1 | head -n1)"; rc=1
+        fi
+      else
+        echo "peermem-rs: $k: the rebuild failed: see /var/lib/dkms/peermem-rs/$VERSION/build/make.log, or run: dkms build -m peermem-rs -v $VERSION -k $k --force"; rc=1
+      fi;;
+    *) [ $mode = trigger ] || echo "peermem-rs: $k: cannot tell: $why";;
+  esac
+done
+[ $mode = trigger ] && exit 0
+exit $rc
