@@ -90,6 +90,42 @@ fn run_check(root: &SysRoot, version: &str, k: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Runs `peermem-rs-refresh --check k` (live system only; the package's
+/// comparison of the CRCs the installed build carries with those of the
+/// provider modules modprobe loads now, README "Upgrades"): its line when
+/// the build is stale.
+fn run_refresh_check(root: &SysRoot, k: &str) -> Option<String> {
+    if !root.is_live() {
+        return None;
+    }
+    let out = std::process::Command::new("peermem-rs-refresh")
+        .args(["--check", k])
+        .output()
+        .ok()?;
+    if out.status.code() != Some(1) {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains(": stale: "))
+        .map(|l| l.trim_start_matches("peermem-rs: ").to_string())
+}
+
+/// The file a plain `modprobe nvidia_peermem` loads for kernel `k` (live
+/// system only): peermem-rs's DKMS build or another module of that name,
+/// such as NVIDIA's own nvidia-peermem.ko.
+fn modprobe_choice(root: &SysRoot, k: &str) -> Option<String> {
+    if !root.is_live() {
+        return None;
+    }
+    let out = std::process::Command::new("modinfo")
+        .args(["-k", k, "-n", "nvidia_peermem"])
+        .output()
+        .ok()?;
+    let f = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !f.is_empty()).then_some(f)
+}
+
 /// The doctor item, or none when peermem-rs's DKMS package is not there.
 pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
     let versions = root.list(DKMS_TREE);
@@ -115,12 +151,31 @@ pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
                              unless allow_unversioned=1"
                         ))
                         .remedy(format!(
-                            "install the providers' Module.symvers for {k} (DOCA-OFED's \
-                             mlnx-ofed-kernel-dkms; the NVIDIA driver built by DKMS or from \
-                             source), then: dkms install --force peermem-rs/{version} -k {k}"
+                            "install the providers for {k} (DOCA-OFED and the NVIDIA driver, \
+                             as packages or by DKMS), then, as root: peermem-rs-refresh {k}"
                         )),
                 );
             }
+        }
+        // A provider upgraded or installed after the build (README "Upgrades").
+        if let Some(line) = run_refresh_check(root, k) {
+            return Some(
+                item("kernel", name, Status::Warn, v)
+                    .detail(format!(
+                        "{line}: modprobe nvidia_peermem fails (\"disagrees about version of symbol\")"
+                    ))
+                    .remedy(format!("as root: peermem-rs-refresh {k}")),
+            );
+        }
+        // Both peermem-rs and NVIDIA's module are named nvidia_peermem.
+        if let Some(f) = modprobe_choice(root, k).filter(|f| *f != ko) {
+            return Some(
+                item("kernel", name, Status::Warn, v)
+                    .detail(format!(
+                        "a plain modprobe nvidia_peermem loads {f}, not peermem-rs's {ko}"
+                    ))
+                    .remedy("restore /etc/depmod.d/peermem-rs.conf (reinstall peermem-rs-dkms), then depmod -a"),
+            );
         }
         let it = item("kernel", name, Status::Pass, v);
         return Some(match binding {
@@ -264,7 +319,7 @@ mod tests {
             .remedy
             .as_deref()
             .unwrap()
-            .ends_with(&format!("dkms install --force peermem-rs/0.1.0 -k {k}")));
+            .ends_with(&format!("peermem-rs-refresh {k}")));
     }
 
     #[test]
