@@ -422,3 +422,35 @@ fn the_verdict_lists_what_to_fix() {
     let u = verdict(&[item("pcie", "GPU", Status::Untested, "none")], 3);
     assert_eq!(u.summary, "could not assess: pcie/GPU");
 }
+
+#[test]
+fn a_saved_tree_reads_back_as_the_original() {
+    // `doctor --save DIR`: what doctor read, copied; `--sysroot DIR` must
+    // give the same report (links, their targets and contents kept).
+    for tree in [
+        "switch",
+        "switch-acs",
+        "peermem-loaded",
+        "dmabuf-only",
+        "port-down",
+        "sockets",
+    ] {
+        let rec = fixture(tree).recording();
+        let a = run(&rec);
+        let dir = std::env::temp_dir().join(format!("pmprobe-save-{tree}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let n = rec.save(&dir).expect("save");
+        assert!(n > 10, "{tree}: only {n} paths saved");
+        let b = run(&SysRoot::at(&dir));
+        let (a, b) = (
+            serde_json::to_value(&a).unwrap(),
+            serde_json::to_value(&b).unwrap(),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(a, b, "{tree}: the saved tree reads differently");
+    }
+    assert!(
+        fixture("switch").save(&std::env::temp_dir()).is_err(),
+        "not recording"
+    );
+}
