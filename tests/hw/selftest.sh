@@ -32,7 +32,7 @@ stub nvidia-smi 'echo "GPU 0: NVIDIA H100 (UUID: GPU-0)"'
 stub ibv_devinfo 'echo "hca_id: $2"'
 stub peermem-probe 'exit 0'
 stub modprobe "[ \"\$1\" = nvidia_peermem ] || exit 0
-kind=\$(cat $ST/kind); d=$T/sys/module/nvidia_peermem; mkdir -p \$d/parameters; echo 0.3.0 > \$d/version
+kind=\$(cat $ST/kind); d=$T/sys/module/nvidia_peermem; mkdir -p \$d/parameters; echo 0.1.0 > \$d/version
 if [ \$kind = ours ]; then echo auto > \$d/parameters/mode; echo nv_mem > \$d/parameters/peer_client_name
 else echo 1 > \$d/parameters/persistent_api_support; echo 0 > \$d/parameters/peerdirect_support; fi"
 stub rmmod "rm -rf $T/sys/module/\$1"
@@ -81,7 +81,7 @@ done
 setup ours yes 100 95 100 50 1
 out=$(val --sizes "4096 65536 1048576" --wait 20); rc=$?
 expect "healthy host: exit 0 (got $rc)" test $rc = 0 || echo "$out" | tail -30
-expect "identity PASS: the loaded module is peermem-rs" grep -q 'PASS: the loaded nvidia_peermem is peermem-rs 0.3.0, mode=auto, client nv_mem' <<< "$out"
+expect "identity PASS: the loaded module is peermem-rs" grep -q 'PASS: the loaded nvidia_peermem is peermem-rs 0.1.0, mode=auto, client nv_mem' <<< "$out"
 expect "identity PASS: modprobe loads peermem-rs" grep -q 'PASS: modprobe nvidia_peermem loads peermem-rs' <<< "$out"
 expect "perftest PASS: --use_cuda" grep -q 'PASS: ib_write_bw has --use_cuda' <<< "$out"
 expect "write 1 MiB: ratio 0.95 PASS" grep -qE '^ib_write_bw +1048576 +11\.88 +12\.50 +0\.95 +PASS' <<< "$out"

@@ -321,7 +321,7 @@ fn doctor_names_which_nvidia_peermem_is_loaded_and_the_ofed_version() {
     let m = find(&r, "peermem_rs");
     assert!(
         m.value
-            .starts_with("loaded (peermem-rs 0.3.0, mode=invalidate)"),
+            .starts_with("loaded (peermem-rs 0.1.0, mode=invalidate)"),
         "{m:?}"
     );
     assert_eq!(r.peer_clients[0].origin, ClientOrigin::PeermemRs);
