@@ -117,10 +117,12 @@ pub fn dmabuf_ready(sys: &SysState, nic: &RdmaDev) -> DmaBuf {
         _ => {}
     }
     match &sys.nvidia {
-        Some(n) if n.flavour != DriverFlavour::Open => return DmaBuf::No(format!(
+        Some(n) if n.flavour != DriverFlavour::Open => {
+            return DmaBuf::No(format!(
             "the proprietary NVIDIA kernel module {} cannot export dma-buf (the open modules can)",
             n.version
-        )),
+        ))
+        }
         None => return DmaBuf::Unknown("the NVIDIA driver is not loaded".into()),
         _ => {}
     }
