@@ -19,7 +19,8 @@
 #   make route-test      README's Debian trixie route pasted into a fresh trixie chroot, up to
 #                        the module built by DKMS, then purged (tests/bench/route-debian.sh;
 #                        long, not part of make test)
-#   make check           host-side tests only (cargo test)
+#   make check           host-side tests only, as any user, with the host's cargo
+#                        (>= 1.85): cargo test, rustfmt, tests/hw/selftest.sh; no chroot
 #   make clean
 #   make install         DKMS route without packages: sources to /usr/src, dkms add +
 #                        install (KVER=, default: every kernel DKMS builds for), the
@@ -79,7 +80,6 @@ route-test:
 	bash tests/bench/route-debian.sh
 
 check:
-	bash tests/bench/run.sh --host-only
-	bash tests/hw/selftest.sh
+	bash tests/bench/host-check.sh
 
 include scripts/install.mk

@@ -28,11 +28,22 @@ expect() { # expect DESC CMD...
 # $ST: kind (ours|nvidia), cuda (yes|no), bw.<op>.<mem> (Gbit/s),
 # refuse (the client never connects), late (failed connects before one works).
 stub() { printf '#!/bin/bash\necho "%s $*" >> %s/calls\n%s\n' "$1" "$ST" "$2" > "$B/$1"; chmod +x "$B/$1"; }
-stub nvidia-smi 'echo "GPU 0: NVIDIA H100 (UUID: GPU-0)"'
+stub nvidia-smi "echo 'GPU 0: NVIDIA H100 (UUID: GPU-0)'; [ -e $ST/two ] && echo 'GPU 1: NVIDIA H100 (UUID: GPU-1)'; true"
+# all_reduce_perf: $ST/nccl is "peermem" (a client NCCL sees: GDRDMA always)
+# or "dmabuf" (no client: GDRDMA only while NCCL may use dma-buf).
+stub all_reduce_perf "mode=\$(cat $ST/nccl)
+if [ \$mode = peermem ] || [ \"\${NCCL_DMABUF_ENABLE:-1}\" != 0 ]; then
+  echo \"NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'\"
+  [ \$mode = dmabuf ] && echo 'NCCL INFO DMA-BUF is available on GPU device 0'
+  echo 'NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA'
+else
+  echo \"NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\"
+  echo 'NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0'
+fi"
 stub ibv_devinfo 'echo "hca_id: $2"'
 stub peermem-probe 'exit 0'
 stub modprobe "[ \"\$1\" = nvidia_peermem ] || exit 0
-kind=\$(cat $ST/kind); d=$T/sys/module/nvidia_peermem; mkdir -p \$d/parameters; echo 0.3.0 > \$d/version
+kind=\$(cat $ST/kind); d=$T/sys/module/nvidia_peermem; mkdir -p \$d/parameters; echo 0.1.0 > \$d/version
 if [ \$kind = ours ]; then echo auto > \$d/parameters/mode; echo nv_mem > \$d/parameters/peer_client_name
 else echo 1 > \$d/parameters/persistent_api_support; echo 0 > \$d/parameters/peerdirect_support; fi"
 stub rmmod "rm -rf $T/sys/module/\$1"
@@ -81,7 +92,7 @@ done
 setup ours yes 100 95 100 50 1
 out=$(val --sizes "4096 65536 1048576" --wait 20); rc=$?
 expect "healthy host: exit 0 (got $rc)" test $rc = 0 || echo "$out" | tail -30
-expect "identity PASS: the loaded module is peermem-rs" grep -q 'PASS: the loaded nvidia_peermem is peermem-rs 0.3.0, mode=auto, client nv_mem' <<< "$out"
+expect "identity PASS: the loaded module is peermem-rs" grep -q 'PASS: the loaded nvidia_peermem is peermem-rs 0.1.0, mode=auto, client nv_mem' <<< "$out"
 expect "identity PASS: modprobe loads peermem-rs" grep -q 'PASS: modprobe nvidia_peermem loads peermem-rs' <<< "$out"
 expect "perftest PASS: --use_cuda" grep -q 'PASS: ib_write_bw has --use_cuda' <<< "$out"
 expect "write 1 MiB: ratio 0.95 PASS" grep -qE '^ib_write_bw +1048576 +11\.88 +12\.50 +0\.95 +PASS' <<< "$out"
@@ -129,6 +140,30 @@ for a in "--gpu -1" "--sizes 0" "--min-ratio 1.5" "--port 70000" "--peer x --ser
   out=$(val $a); rc=$?
   expect "validate.sh $a: exit 2 with a message ($out)" bash -c '[ "$1" = 2 ] && grep -q "^validate: " <<< "$2"' _ "$rc" "$out"
 done
+
+# 8. The dry run on one host with --nccl: NCCL_DMABUF_ENABLE=0 and the
+#    conditional rmmod are printed (nothing is run).
+setup ours yes 100 100 100 100
+out=$(val --dry-run --nccl); rc=$?
+expect "dry run --nccl: exit 0" test $rc = 0
+expect "dry run --nccl: nothing executed" test ! -s "$ST/calls"
+expect "dry run prints NCCL with NCCL_DMABUF_ENABLE=0" grep -qE '^\+ NCCL_DMABUF_ENABLE=0 .*all_reduce_perf' <<< "$out"
+expect "dry run prints the conditional rmmod" grep -qE '^\+ rmmod nvidia_peermem +# only if' <<< "$out"
+
+# 9. NCCL with a peer-memory client it sees: GDRDMA with dma-buf off: PASS.
+setup ours yes 100 100 100 100; touch "$ST/two"; echo peermem > "$ST/nccl"
+out=$(val --sizes 65536 --nccl); rc=$?
+expect "NCCL through the client: exit 0 (got $rc)" test $rc = 0
+expect "NCCL through the client: PASS" grep -q 'PASS: NCCL (NCCL_DMABUF_ENABLE=0): GPU Direct RDMA enabled and used' <<< "$out"
+expect "NCCL ran with NCCL_DMABUF_ENABLE=0" grep -q '^all_reduce_perf -b 8M -e 256M' "$ST/calls"
+
+# 10. A dma-buf-only host: NCCL's default log says Enabled and /GDRDMA, but
+#     not through peermem-rs: with dma-buf off there is none: FAIL.
+setup ours yes 100 100 100 100; touch "$ST/two"; echo dmabuf > "$ST/nccl"
+out=$(val --sizes 65536 --nccl); rc=$?
+expect "dma-buf-only NCCL log: exit 1 (got $rc)" test $rc = 1
+expect "dma-buf-only NCCL log: FAIL" grep -q "FAIL: NCCL: no 'GPU Direct RDMA Enabled' line" <<< "$out"
+expect "dma-buf-only NCCL log: says NCCL would take dma-buf" grep -q 'NCCL would take dma-buf' <<< "$out"
 
 echo "hw selftest: $npass passed, $nfail failed"
 [ $nfail = 0 ]

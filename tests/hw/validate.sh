@@ -126,8 +126,9 @@ else
   echo "            ratio below $MIN_RATIO is a WARN, not a FAIL: reads from GPU memory are limited by some"
   echo "            CPUs/root complexes whatever the client does (docs/facts/field-notes.md)"
   [ $NCCL = yes ] && {
-  echo "  NCCL      the log has 'GPU Direct RDMA Enabled' (NCCL sees the client) and a transport line with"
-  echo "            '/GDRDMA' (NCCL uses it); 'GPU Direct RDMA Disabled' alone is a FAIL"; }
+  echo "  NCCL      run with NCCL_DMABUF_ENABLE=0 (else NCCL's dma-buf path prints the same lines): the log has"
+  echo "            'GPU Direct RDMA Enabled' (NCCL sees the client) and '/GDRDMA' (NCCL uses it); a second short"
+  echo "            run with NCCL's defaults only reports whether NCCL would have chosen dma-buf"; }
 fi
 
 # ---------------------------------------------------------------------------
@@ -210,7 +211,9 @@ if [ $DRY = no ]; then
       "depmod must prefer updates/dkms: check /etc/depmod.d/peermem-rs.conf, run depmod -a, dkms status peermem-rs"
   fi
 fi
-if [ $DRY = no ] && [ -d "$M" ] && [ ! -e "$P/peer_client_name" ]; then
+if [ $DRY = yes ]; then
+  echo "+ rmmod nvidia_peermem   # only if a loaded nvidia_peermem is not peermem-rs (it has no parameters/peer_client_name)"
+elif [ -d "$M" ] && [ ! -e "$P/peer_client_name" ]; then
   note "an nvidia_peermem that is not peermem-rs is loaded: unloading it (rmmod nvidia_peermem)"
   run rmmod nvidia_peermem || true
 fi
@@ -284,13 +287,26 @@ if [ $NCCL = yes ]; then
     [ $DRY = yes ] || warn "NCCL not run here (needs two local GPUs, or the command above across hosts)"
   else
     # Two local GPUs with P2P and SHM off: NCCL goes through the NIC.
-    echo "+ NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_HCA=$HCA all_reduce_perf -b 8M -e 256M -f 2 -g 2"
+    # NCCL prints "GPU Direct RDMA Enabled" and /GDRDMA for dma-buf too and
+    # prefers dma-buf (NCCL 2.30 src/transport/net.cc, docs/facts/libraries.md):
+    # with NCCL_DMABUF_ENABLE=0 only a peer-memory client can give GDRDMA.
+    note "NCCL_DMABUF_ENABLE=0: NCCL may use only the peer-memory client, so GDRDMA proves peermem-rs serves it"
+    nccl_env="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_HCA=$HCA"
+    echo "+ NCCL_DMABUF_ENABLE=0 $nccl_env all_reduce_perf -b 8M -e 256M -f 2 -g 2"
+    echo "+ $nccl_env all_reduce_perf -b 8M -e 8M -g 2   # NCCL's own choice, reported only"
     if [ $DRY = no ]; then
-      out=$(env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_HCA="$HCA" \
-        all_reduce_perf -b 8M -e 256M -f 2 -g 2 2>&1) || fail "all_reduce_perf exited non-zero"
+      # shellcheck disable=SC2086 # nccl_env is a list of assignments
+      out=$(env NCCL_DMABUF_ENABLE=0 $nccl_env all_reduce_perf -b 8M -e 256M -f 2 -g 2 2>&1) || fail "all_reduce_perf exited non-zero"
       grep -E 'GPU Direct RDMA|GDRDMA' <<< "$out" | head -5 || true
+      # shellcheck disable=SC2086
+      own=$(env $nccl_env all_reduce_perf -b 8M -e 8M -g 2 2>&1 || true)
+      if grep -q 'DMA-BUF is available' <<< "$own" && grep -q '/GDRDMA' <<< "$own"; then
+        note "with its defaults NCCL would take dma-buf on this host (it prefers it): peermem-rs is its fallback here"
+      else
+        note "with its defaults NCCL would not take dma-buf here (no 'DMA-BUF is available' line): it uses the peer-memory client"
+      fi
       if grep -q 'GPU Direct RDMA Enabled' <<< "$out" && grep -q '/GDRDMA' <<< "$out"; then
-        pass "NCCL: GPU Direct RDMA enabled and used"
+        pass "NCCL (NCCL_DMABUF_ENABLE=0): GPU Direct RDMA enabled and used through the peer-memory client"
       elif grep -q 'GPU Direct RDMA Enabled' <<< "$out"; then
         fail "NCCL sees the client but no transport uses GDRDMA: the GPU-NIC path is beyond NCCL_NET_GDR_LEVEL (peermem-probe doctor shows NCCL's decision)"
       else

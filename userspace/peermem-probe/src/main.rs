@@ -73,6 +73,9 @@ enum AllocArg {
 
 /// Sizes up to 64 GiB.
 fn size_arg(s: &str) -> Result<u64, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!("'{s}' is negative: a size is 1 byte or more"));
+    }
     let v = report::parse_size(s)?;
     if v > 64 << 30 {
         return Err(format!("'{s}' is larger than 64 GiB"));
@@ -94,6 +97,70 @@ fn gpu_arg(s: &str) -> Result<i32, String> {
     }
 }
 
+/// A whole number of at least 1; `what` names it in the message ("a
+/// timeout in seconds").
+fn positive(s: &str, what: &str) -> Result<u64, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if n < 0 => Err(format!("'{s}' is negative: {what} is 1 or more")),
+        Ok(0) => Err(format!("'{s}': {what} is 1 or more")),
+        Ok(n) if n > u32::MAX as i128 => Err(format!("'{s}' is too large for {what}")),
+        Ok(n) => Ok(n as u64),
+        Err(_) => Err(format!("'{s}' is not a whole number ({what} is 1 or more)")),
+    }
+}
+
+/// `--timeout`: seconds, at least 1.
+fn seconds_arg(s: &str) -> Result<u64, String> {
+    positive(s, "a timeout in seconds")
+}
+
+/// `--iters`, `--bw-iters`: at least one measurement.
+fn iters_arg(s: &str) -> Result<usize, String> {
+    positive(s, "the number of iterations").map(|n| n as usize)
+}
+
+/// `--port`: an RDMA CM port, 1 to 65535.
+fn port_arg(s: &str) -> Result<u16, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if (1..=u16::MAX as i128).contains(&n) => Ok(n as u16),
+        _ => Err(format!("'{s}' is not a port: a port is 1 to 65535")),
+    }
+}
+
+/// A host name or an IP address. Digits and dots must form a whole IPv4
+/// address (the resolver would take "10.1" for 10.0.0.1), anything with a
+/// colon an IPv6 address.
+fn host_arg(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let bad = |kind: &str| Err(format!("'{s}' is not {kind}"));
+    if t.is_empty() {
+        return bad("a host name or an address");
+    }
+    if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return match t.parse::<std::net::Ipv4Addr>() {
+            Ok(_) => Ok(t.to_string()),
+            Err(_) => bad("an IPv4 address (four numbers 0-255, e.g. 192.0.2.1)"),
+        };
+    }
+    if t.contains(':') {
+        return match t.parse::<std::net::Ipv6Addr>() {
+            Ok(_) => Ok(t.to_string()),
+            Err(_) => bad("an IPv6 address"),
+        };
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    if t.len() > 253 || !t.trim_end_matches('.').split('.').all(label_ok) {
+        return bad("a host name (letters, digits, '-' and '.') or an IP address");
+    }
+    Ok(t.to_string())
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum BenchAlloc {
     /// cuMemAlloc (perftest --use_cuda).
@@ -113,11 +180,12 @@ enum OnlyArg {
 #[derive(Args, Debug)]
 struct CheckArgs {
     /// Test host memory only (no CUDA needed): proves the RDMA device works.
-    #[arg(long)]
+    /// Not with --only, --gpu or --alloc, which choose GPU paths.
+    #[arg(long, conflicts_with_all = ["only", "gpus", "alloc"])]
     host_only: bool,
     /// Bytes per buffer (K, M, G suffixes, at most 64G); GPU buffers are
     /// rounded up to 64 KiB (cuMemCreate: to the allocation granularity).
-    #[arg(long, default_value = "1M", value_parser = size_arg)]
+    #[arg(long, default_value = "1M", value_parser = size_arg, allow_hyphen_values = true)]
     size: u64,
     /// GPU allocations to test.
     #[arg(long = "alloc", value_enum, default_value = "all")]
@@ -132,7 +200,7 @@ struct CheckArgs {
     #[arg(long, value_enum)]
     only: Option<OnlyArg>,
     /// Seconds to wait for a completion before declaring the path dead.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value = "10", value_parser = seconds_arg, allow_hyphen_values = true)]
     timeout: u64,
     /// Test hook: one extra host->host write with a wrong rkey first (it
     /// must FAIL with a decoded status and not poison the next path).
@@ -146,6 +214,11 @@ struct DoctorArgs {
     /// inspecting a saved copy of another host's trees).
     #[arg(long, value_name = "DIR")]
     sysroot: Option<PathBuf>,
+    /// Also copy every file doctor read (sysfs, procfs, /boot, module
+    /// files) into DIR, a new or empty directory, for `--sysroot DIR` on
+    /// another machine (attach it to a bug report).
+    #[arg(long, value_name = "DIR")]
+    save: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -156,20 +229,20 @@ struct BenchArgs {
     /// CUDA device ordinal for the GPU-memory rows.
     #[arg(long, short = 'g', default_value = "0", value_name = "N", value_parser = gpu_arg, allow_hyphen_values = true)]
     gpu: i32,
-    /// Host memory only (no CUDA needed).
-    #[arg(long)]
+    /// Host memory only (no CUDA needed); not with --gpu, --dmabuf or --alloc.
+    #[arg(long, conflicts_with_all = ["gpu", "dmabuf", "alloc"])]
     host_only: bool,
     /// Registration sizes, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M,16M", value_parser = size_arg)]
+    #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M,16M", value_parser = size_arg, allow_hyphen_values = true)]
     sizes: Vec<u64>,
     /// Registrations per size.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value = "50", value_parser = iters_arg, allow_hyphen_values = true)]
     iters: usize,
     /// Message sizes of the bandwidth sweep (RDMA WRITE and READ each).
-    #[arg(long, value_delimiter = ',', default_value = "64K,1M", value_parser = size_arg)]
+    #[arg(long, value_delimiter = ',', default_value = "64K,1M", value_parser = size_arg, allow_hyphen_values = true)]
     bw_sizes: Vec<u64>,
     /// Messages per size and operation (perftest -n).
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value = "200", value_parser = iters_arg, allow_hyphen_values = true)]
     bw_iters: usize,
     /// QPs the messages are spread over (perftest -q).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -181,7 +254,7 @@ struct BenchArgs {
     #[arg(long = "alloc", value_enum, default_value = "cumemalloc")]
     alloc: BenchAlloc,
     /// Seconds to wait for a completion.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value = "30", value_parser = seconds_arg, allow_hyphen_values = true)]
     timeout: u64,
 }
 
@@ -189,23 +262,25 @@ struct BenchArgs {
 #[command(group(clap::ArgGroup::new("role").required(true).args(["listen", "connect"])))]
 struct PairArgs {
     /// Serve one test on this address (default 0.0.0.0) and exit.
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "0.0.0.0")]
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "0.0.0.0",
+          value_parser = host_arg, conflicts_with_all = ["bind"])]
     listen: Option<String>,
     /// Connect to a `--listen`ing peer (name or address).
-    #[arg(long, value_name = "HOST")]
+    #[arg(long, value_name = "HOST", value_parser = host_arg, conflicts_with = "max_size")]
     connect: Option<String>,
     /// RDMA CM port.
-    #[arg(long, default_value_t = pair::DEFAULT_PORT)]
+    #[arg(long, default_value_t = pair::DEFAULT_PORT, value_parser = port_arg, allow_hyphen_values = true)]
     port: u16,
-    /// Client: local address to connect from (selects the RDMA device).
-    #[arg(long, value_name = "ADDR")]
+    /// Client: local address to connect from (selects the RDMA device);
+    /// a server's address is --listen's.
+    #[arg(long, value_name = "ADDR", value_parser = host_arg)]
     bind: Option<String>,
     /// Bytes to write in each direction (the client's size wins, up to the
     /// server's --max-size).
-    #[arg(long, default_value = "1M", value_parser = size_arg)]
+    #[arg(long, default_value = "1M", value_parser = size_arg, allow_hyphen_values = true)]
     size: u64,
-    /// Server: the largest buffer a client may ask for.
-    #[arg(long, default_value = "1G", value_parser = size_arg)]
+    /// Server: the largest buffer a client may ask for (not with --connect).
+    #[arg(long, default_value = "1G", value_parser = size_arg, allow_hyphen_values = true)]
     max_size: u64,
     /// Use GPU memory of this CUDA device instead of host memory.
     #[arg(long, short = 'g', value_name = "N", value_parser = gpu_arg, allow_hyphen_values = true)]
@@ -214,7 +289,7 @@ struct PairArgs {
     #[arg(long, requires = "gpu")]
     dmabuf: bool,
     /// Seconds to wait for the peer at each step.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value = "60", value_parser = seconds_arg, allow_hyphen_values = true)]
     timeout: u64,
 }
 
@@ -320,7 +395,7 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
                     AllocArg::Cumemcreate => vec![Allocation::CuMemCreate],
                     AllocArg::All => vec![Allocation::CuMemAlloc, Allocation::CuMemCreate],
                 },
-                timeout: Duration::from_secs(a.timeout.max(1)),
+                timeout: Duration::from_secs(a.timeout),
                 seed: 0x5eed_0000_0000_0001 ^ std::process::id() as u64,
                 inject_bad_rkey: a.inject_bad_rkey,
             };
@@ -343,7 +418,34 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
                 Some(d) => SysRoot::at(d),
                 None => SysRoot::live(),
             };
+            if let Some(d) = &a.save {
+                let used = std::fs::read_dir(d).map(|mut e| e.next().is_some());
+                if d.exists() && !matches!(used, Ok(false)) {
+                    return Err((
+                        report::EXIT_USAGE,
+                        format!(
+                            "--save {}: exists and is not an empty directory (a saved tree must hold one host's files only)",
+                            d.display()
+                        ),
+                    ));
+                }
+            }
+            let root = if a.save.is_some() {
+                root.recording()
+            } else {
+                root
+            };
             let r = doctor::run(&root);
+            if let Some(d) = &a.save {
+                let n = root
+                    .save(d)
+                    .map_err(|e| internal(format!("--save {}: {e}", d.display())))?;
+                say(format_args!(
+                    "peermem-probe doctor: saved {n} paths under {}; read them back with `peermem-probe doctor --sysroot {}`",
+                    d.display(),
+                    d.display()
+                ));
+            }
             emit(&if json {
                 render::json(&r).map_err(internal)?
             } else {
@@ -357,16 +459,16 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
                 gpu: a.gpu,
                 host_only: a.host_only,
                 sizes: a.sizes.iter().map(|s| *s as usize).collect(),
-                iters: a.iters.max(1),
+                iters: a.iters,
                 bw_sizes: a.bw_sizes.iter().map(|s| *s as usize).collect(),
-                bw_iters: a.bw_iters.max(1),
+                bw_iters: a.bw_iters,
                 qps: a.qps as usize,
                 dmabuf: a.dmabuf,
                 alloc: match a.alloc {
                     BenchAlloc::Cumemalloc => Allocation::CuMemAlloc,
                     BenchAlloc::Cumemcreate => Allocation::CuMemCreate,
                 },
-                timeout: Duration::from_secs(a.timeout.max(1)),
+                timeout: Duration::from_secs(a.timeout),
             };
             let mut bar = render::Bar::new(json);
             let r = bench::run(&opts, &mut bar);
@@ -379,7 +481,7 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
             Ok(r.exit_code)
         }
         Cmd::Pair(a) => {
-            let timeout = Duration::from_secs(a.timeout.max(1));
+            let timeout = Duration::from_secs(a.timeout);
             let unresolved = |e| (report::EXIT_UNTESTED, e);
             let bind = a
                 .bind

@@ -249,6 +249,7 @@ fn f1(v: Option<f64>) -> String {
 
 pub fn bench(r: &BenchReport) -> String {
     let mut out = headline("bench", r.status, r.exit_code);
+    out.push_str(&format!("verdict: {}\n", r.verdict.summary));
     out.push_str(&format!(
         "RDMA device {}",
         r.rdma_device.as_deref().unwrap_or("-")
@@ -328,6 +329,7 @@ pub fn bench(r: &BenchReport) -> String {
 
 pub fn pair(r: &PairReport) -> String {
     let mut out = headline(&format!("pair ({})", r.role), r.status, r.exit_code);
+    out.push_str(&format!("verdict: {}\n", r.verdict.summary));
     let what = match (r.role, r.listening) {
         ("server", true) => "listening on",
         ("server", false) => "could not listen on",
@@ -448,6 +450,7 @@ mod tests {
             role: "server",
             status: Status::Fail,
             exit_code: 1,
+            verdict: peermem_probe::report::RunVerdict::from_rows(&[]),
             address: "192.0.2.7:18515".into(),
             listening: false,
             rdma_device: None,

@@ -6,7 +6,7 @@ use crate::cuda::{self, CudaState, GpuCtx};
 use crate::loopback::{Loopback, Op};
 use crate::memory::{Buffer, HostBuf};
 use crate::remedy::{self, Context as RCtx, Step};
-use crate::report::{exit_code, overall, Status};
+use crate::report::{Outcome, RunVerdict, Status};
 use crate::root::SysRoot;
 use crate::sysinfo::SysState;
 use crate::verbs;
@@ -101,6 +101,7 @@ pub struct BenchReport {
     pub version: &'static str,
     pub status: Status,
     pub exit_code: i32,
+    pub verdict: RunVerdict,
     pub rdma_device: Option<String>,
     pub gpu: Option<String>,
     /// How the GPU rows' memory was allocated (None: host only).
@@ -109,6 +110,38 @@ pub struct BenchReport {
     pub setup: Option<SetupFailure>,
     pub registration: Vec<RegRow>,
     pub bandwidth: Vec<BwRow>,
+}
+
+/// The overall answer from the setup and every row.
+fn verdict(r: &BenchReport) -> RunVerdict {
+    let mut rows: Vec<Outcome<'_>> = Vec::new();
+    if let Some(s) = &r.setup {
+        rows.push(Outcome {
+            name: "setup".into(),
+            status: s.status,
+            cause: s.cause.as_deref().or(s.error.as_deref()),
+        });
+    }
+    for g in &r.registration {
+        rows.push(Outcome {
+            name: format!(
+                "{} {} {}",
+                g.memory,
+                g.registration,
+                crate::report::human_bytes(g.size)
+            ),
+            status: g.status,
+            cause: g.cause.as_deref().or(g.error.as_deref()),
+        });
+    }
+    for b in &r.bandwidth {
+        rows.push(Outcome {
+            name: format!("{} {} {}", b.path, b.op, crate::report::human_bytes(b.size)),
+            status: b.status,
+            cause: b.error.as_deref(),
+        });
+    }
+    RunVerdict::from_rows(&rows)
 }
 
 /// Progress: the total number of steps once, then one tick per step.
@@ -179,6 +212,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
         version: env!("CARGO_PKG_VERSION"),
         status: Status::Pass,
         exit_code: 0,
+        verdict: RunVerdict::from_rows(&[]),
         rdma_device: None,
         gpu: None,
         gpu_allocation: (!o.host_only).then_some(o.alloc),
@@ -187,15 +221,9 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress) -> BenchReport {
         bandwidth: Vec::new(),
     };
     let finish = |mut rep: BenchReport| {
-        let code = exit_code(
-            rep.registration
-                .iter()
-                .map(|r| r.status)
-                .chain(rep.bandwidth.iter().map(|b| b.status))
-                .chain(rep.setup.iter().map(|s| s.status)),
-        );
-        rep.exit_code = code;
-        rep.status = overall(code);
+        rep.verdict = verdict(&rep);
+        rep.exit_code = rep.verdict.exit_code;
+        rep.status = rep.verdict.status;
         rep
     };
     let setup = |status: Status, e: String, d: Option<remedy::Diagnosis>| {

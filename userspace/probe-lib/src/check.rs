@@ -160,6 +160,18 @@ impl PathResult {
     }
 }
 
+/// The CUDA state in a few words, for the trace.
+fn cuda_word(s: &CudaState) -> String {
+    match s {
+        CudaState::Missing => "libcuda.so not found".into(),
+        CudaState::Broken(e) => format!("unusable: {e}"),
+        CudaState::Ready {
+            driver_version: v,
+            gpus,
+        } => format!("driver {}, {} GPU(s)", driver_version(*v), gpus.len()),
+    }
+}
+
 fn driver_version(v: i32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
@@ -208,10 +220,18 @@ pub fn run(opts: &CheckOptions) -> CheckReport {
         rdma_devices: Vec::new(),
         results: Vec::new(),
     };
+    crate::trace!(
+        "check: kernel {}, {} GPU(s) and {} RDMA device(s) in sysfs",
+        sys.kernel,
+        sys.gpus.len(),
+        sys.rdma.len()
+    );
     // CUDA first: its absence is reported on every GPU path.
     let mut cuda_err: Option<(String, Diagnosis)> = None;
     if !opts.host_only {
-        match cuda::state() {
+        let cu = cuda::state();
+        crate::trace!("check: CUDA: {}", cuda_word(cu));
+        match cu {
             CudaState::Missing => {
                 report.cuda.error = Some("libcuda.so not found".into());
                 cuda_err = Some(("libcuda.so not found".into(), remedy::no_libcuda()));
@@ -245,54 +265,42 @@ pub fn run(opts: &CheckOptions) -> CheckReport {
             }
         }
     }
-    let devices = match verbs::device_names() {
+    let listed = verbs::device_names();
+    crate::trace!("check: libibverbs lists {listed:?}");
+    let (devices, no_device) = match listed {
         Err(e) => {
-            let r = PathResult::new(None, None, Mechanism::Host, opts.size).fail(
-                Status::Untested,
-                "load libibverbs",
-                e.clone(),
-                None,
-                remedy::no_libibverbs(&e),
-            );
-            report.results.push(r);
-            Vec::new()
+            let d = remedy::no_libibverbs(&e);
+            (Vec::new(), Some((None, "load libibverbs", e, d)))
         }
-        Ok(names) if names.is_empty() => {
-            let r = PathResult::new(None, None, Mechanism::Host, opts.size).fail(
-                Status::Untested,
+        Ok(names) if names.is_empty() => (
+            Vec::new(),
+            Some((
+                None,
                 "ibv_get_device_list",
-                "no RDMA devices".into(),
-                None,
+                "no RDMA devices".to_string(),
                 remedy::no_rdma_device(&sys),
-            );
-            report.results.push(r);
-            Vec::new()
-        }
+            )),
+        ),
         Ok(names) => {
             let picked: Vec<String> = names
                 .iter()
                 .filter(|n| opts.devices.is_empty() || opts.devices.contains(n))
                 .cloned()
                 .collect();
-            if picked.is_empty() {
-                let r = PathResult::new(
-                    Some(&opts.devices.join(",")),
-                    None,
-                    Mechanism::Host,
-                    opts.size,
-                )
-                .fail(
-                    Status::Untested,
+            let none = picked.is_empty().then(|| {
+                (
+                    Some(opts.devices.join(",")),
                     "ibv_get_device_list",
                     format!("no such RDMA device (there are: {})", names.join(", ")),
-                    None,
                     remedy::no_rdma_device(&sys),
-                );
-                report.results.push(r);
-            }
-            picked
+                )
+            });
+            (picked, none)
         }
     };
+    if let Some((dev, step, err, d)) = no_device {
+        untested_without_device(opts, dev.as_deref(), step, &err, &d, &mut report);
+    }
     let gpus = report.gpus.clone();
     for dev in &devices {
         check_device(
@@ -307,6 +315,46 @@ pub fn run(opts: &CheckOptions) -> CheckReport {
     }
     finish(&mut report);
     report
+}
+
+/// No RDMA device to test on: the host row and, unless `--host-only`, one
+/// row per GPU mechanism, all "not tested" with the cause, so the GPU rows
+/// are shown rather than left out.
+fn untested_without_device(
+    opts: &CheckOptions,
+    dev: Option<&str>,
+    step: &str,
+    err: &str,
+    d: &Diagnosis,
+    report: &mut CheckReport,
+) {
+    let mut mechs = vec![Mechanism::Host];
+    if !opts.host_only {
+        mechs.extend(requested(opts.only));
+    }
+    for m in mechs {
+        let err = match m {
+            Mechanism::Host => err.to_string(),
+            _ => format!("not run: no RDMA device to register GPU memory with ({err})"),
+        };
+        let row = PathResult::new(dev, None, m, opts.size).fail(
+            Status::Untested,
+            step,
+            err,
+            None,
+            d.clone(),
+        );
+        report.results.push(row);
+    }
+}
+
+/// The GPU mechanisms `--only` asks for.
+fn requested(only: Only) -> Vec<Mechanism> {
+    match only {
+        Only::All => vec![Mechanism::PeerMemory, Mechanism::DmaBuf],
+        Only::PeerMem => vec![Mechanism::PeerMemory],
+        Only::DmaBuf => vec![Mechanism::DmaBuf],
+    }
 }
 
 /// Computes the mechanism verdicts, the overall answer and exit code.
@@ -343,11 +391,10 @@ fn check_device(
         size: size as u64,
         bar1: None,
     };
-    let mechs: Vec<Mechanism> = match (opts.host_only, opts.only) {
-        (true, _) => vec![],
-        (false, Only::All) => vec![Mechanism::PeerMemory, Mechanism::DmaBuf],
-        (false, Only::PeerMem) => vec![Mechanism::PeerMemory],
-        (false, Only::DmaBuf) => vec![Mechanism::DmaBuf],
+    let mechs: Vec<Mechanism> = if opts.host_only {
+        vec![]
+    } else {
+        requested(opts.only)
     };
     // Nothing can run on this device: one row per mechanism says why.
     let fail_all =

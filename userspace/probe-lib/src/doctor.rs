@@ -2,6 +2,7 @@
 //! touching a device.
 
 mod dkms;
+mod libs;
 mod rdma;
 
 use crate::nccl::{Detection, NcclPath};
@@ -91,6 +92,9 @@ pub struct DoctorReport {
     pub device_files: Vec<DevFile>,
     pub nccl: Vec<NcclPath>,
     pub detection: Vec<Detection>,
+    /// Per GPU, RDMA device and library: the path it takes and the rule
+    /// (file and version of the library's source) that decides it.
+    pub libraries: Vec<crate::libraries::Decision>,
 }
 
 pub(crate) fn item(
@@ -149,6 +153,9 @@ pub fn run(root: &SysRoot) -> DoctorReport {
     crate::trace!("doctor: library detection and NCCL's GDR decision");
     let detection = crate::nccl::detection(root);
     let nccl = rdma::nccl_items(&sys, &pairs, &detection, &mut items);
+    crate::trace!("doctor: each library's path, dma-buf prerequisites");
+    let libraries = libs::decisions(&sys, &detection, &nccl, &mut items);
+    libs::dmabuf_items(&sys, &mut items);
     crate::trace!("doctor: IOMMU, GPUs, kernel, limits");
     iommu(root, &sys, &mut items);
     let gpus = gpus(root, &sys, &mut items);
@@ -184,6 +191,7 @@ pub fn run(root: &SysRoot) -> DoctorReport {
         device_files,
         nccl,
         detection,
+        libraries,
     }
 }
 

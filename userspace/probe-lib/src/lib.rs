@@ -14,8 +14,8 @@
 //! 2. `verbs`, `cm`, `cuda`: FFI to the dlopen'd libibverbs, librdmacm and
 //!    libcuda; failures are plain values (errno, completion status,
 //!    CUresult, the verbs step that failed).
-//! 3. `pci`, `rdma`, `sysinfo`, `nccl`: facts read from sysfs, procfs and
-//!    /boot.
+//! 3. `pci`, `rdma`, `sysinfo`, `nccl`, `libraries`: facts read from
+//!    sysfs, procfs and /boot, and what each library decides from them.
 //! 4. `memory`, `stream`, `loopback`: host and GPU buffers, RDMA transfers
 //!    over connected QPs.
 //! 5. `remedy`, `verdict`: diagnosis, from the facts and errors below to
@@ -28,6 +28,7 @@ pub mod check;
 pub mod cm;
 pub mod cuda;
 pub mod doctor;
+pub mod libraries;
 pub mod loopback;
 pub mod memory;
 pub mod nccl;

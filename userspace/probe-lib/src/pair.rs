@@ -8,7 +8,7 @@ use crate::cuda::{self, CudaState, GpuCtx};
 use crate::loopback::{rdma_stream, Op, Stream};
 use crate::memory::{compare, pattern, Buffer, HostBuf};
 use crate::remedy::{self, Diagnosis};
-use crate::report::{exit_code, overall, Status};
+use crate::report::{Outcome, RunVerdict, Status};
 use crate::verbs::{ffi, wc_status_name, Cq, Mr, PollError};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -56,6 +56,7 @@ pub struct PairReport {
     pub role: &'static str,
     pub status: Status,
     pub exit_code: i32,
+    pub verdict: RunVerdict,
     pub address: String,
     /// Server: the RDMA CM listened on `address` (false: it failed before).
     pub listening: bool,
@@ -261,6 +262,7 @@ fn new_report(role: &'static str, o: &PairOptions) -> PairReport {
         role,
         status: Status::Pass,
         exit_code: 0,
+        verdict: RunVerdict::from_rows(&[]),
         address: o.addr.to_string(),
         listening: false,
         rdma_device: None,
@@ -275,16 +277,42 @@ fn new_report(role: &'static str, o: &PairOptions) -> PairReport {
 }
 
 fn finish(mut r: PairReport) -> PairReport {
-    let code = exit_code(r.results.iter().map(|x| x.status));
-    r.exit_code = code;
-    r.status = overall(code);
+    let rows: Vec<Outcome<'_>> = r
+        .results
+        .iter()
+        .map(|x| Outcome {
+            name: x.direction.to_string(),
+            status: x.status,
+            cause: x.cause.as_deref(),
+        })
+        .collect();
+    r.verdict = RunVerdict::from_rows(&rows);
+    r.exit_code = r.verdict.exit_code;
+    r.status = r.verdict.status;
     r
 }
 
 /// Server side. `on_listen` is told once the listener is up.
 pub fn serve(o: &PairOptions, on_listen: &mut dyn FnMut(&str)) -> PairReport {
-    let mut rep = new_report("server", o);
-    if let Err((st, e)) = run_role(o, true, on_listen, &mut rep) {
+    run_side("server", o, on_listen)
+}
+
+/// Client side.
+pub fn connect(o: &PairOptions) -> PairReport {
+    run_side("client", o, &mut |_| {})
+}
+
+fn run_side(role: &'static str, o: &PairOptions, on_listen: &mut dyn FnMut(&str)) -> PairReport {
+    let mut rep = new_report(role, o);
+    crate::trace!("pair: {role}: looking for a local RDMA device");
+    if let Some((st, e, d)) = no_local_device() {
+        // Nothing on this host can take part: say so, not "the hosts".
+        let mut r = failed(row("setup", o.size), e, Some(d));
+        r.status = st;
+        rep.results.push(r);
+        return finish(rep);
+    }
+    if let Err((st, e)) = run_role(o, role == "server", on_listen, &mut rep) {
         let d = remedy::diagnose_cm(&e);
         let mut r = failed(row("setup", o.size), e, d);
         r.status = st;
@@ -293,16 +321,21 @@ pub fn serve(o: &PairOptions, on_listen: &mut dyn FnMut(&str)) -> PairReport {
     finish(rep)
 }
 
-/// Client side.
-pub fn connect(o: &PairOptions) -> PairReport {
-    let mut rep = new_report("client", o);
-    if let Err((st, e)) = run_role(o, false, &mut |_| {}, &mut rep) {
-        let d = remedy::diagnose_cm(&e);
-        let mut r = failed(row("setup", o.size), e, d);
-        r.status = st;
-        rep.results.push(r);
+/// This host has no RDMA device libibverbs can use (or no libibverbs):
+/// the status, the message and the local diagnosis.
+fn no_local_device() -> Option<(Status, String, Diagnosis)> {
+    let listed = crate::verbs::device_names();
+    crate::trace!("pair: libibverbs lists {listed:?}");
+    let sys = || crate::sysinfo::SysState::gather(&crate::root::SysRoot::live());
+    match listed {
+        Err(e) => Some((Status::Untested, e.clone(), remedy::no_libibverbs(&e))),
+        Ok(n) if n.is_empty() => Some((
+            Status::Untested,
+            "ibv_get_device_list: no RDMA device on this host".into(),
+            remedy::no_rdma_device(&sys()),
+        )),
+        Ok(_) => None,
     }
-    finish(rep)
 }
 
 fn run_role(
@@ -315,6 +348,7 @@ fn run_role(
     let ms = o.timeout.as_millis().min(i32::MAX as u128) as i32;
     // Declaration order is teardown order in reverse: channel, ids, then
     // verbs objects, buffers and MRs, and the QP last-declared.
+    crate::trace!("pair: rdma_create_event_channel");
     let ch = Channel::new().map_err(|e| (Status::Untested, e))?;
     let listener;
     let id;

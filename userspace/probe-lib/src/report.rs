@@ -77,6 +77,70 @@ pub fn overall(code: i32) -> Status {
     }
 }
 
+/// The overall answer of `bench` and `pair` (as `check` and `doctor` give
+/// theirs): the status, the exit code and one sentence.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunVerdict {
+    pub status: Status,
+    pub exit_code: i32,
+    pub summary: String,
+}
+
+/// One row as the summary sees it: its name, verdict and cause.
+pub struct Outcome<'a> {
+    pub name: String,
+    pub status: Status,
+    pub cause: Option<&'a str>,
+}
+
+impl RunVerdict {
+    /// From the rows: the exit code of the worst, and a sentence naming the
+    /// failed (else the untested) rows with their causes, or the count of
+    /// passed rows.
+    pub fn from_rows(rows: &[Outcome<'_>]) -> RunVerdict {
+        let code = exit_code(rows.iter().map(|r| r.status));
+        let named = |st: Status| -> Vec<String> {
+            rows.iter()
+                .filter(|r| r.status == st)
+                .map(|r| match r.cause {
+                    Some(c) => format!("{} ({c})", r.name),
+                    None => r.name.clone(),
+                })
+                .collect()
+        };
+        let list = |v: Vec<String>| {
+            let n = v.len();
+            let mut s = v.into_iter().take(3).collect::<Vec<_>>().join("; ");
+            if n > 3 {
+                s.push_str(&format!("; and {} more", n - 3));
+            }
+            s
+        };
+        let passed = rows.iter().filter(|r| r.status == Status::Pass).count();
+        let summary = match code {
+            EXIT_FAIL => {
+                let f = named(Status::Fail);
+                format!("{} failed: {}", f.len(), list(f))
+            }
+            EXIT_UNTESTED => format!("could not test: {}", list(named(Status::Untested))),
+            _ if rows.is_empty() => "nothing was run".to_string(),
+            _ => {
+                let w = named(Status::Warn);
+                if w.is_empty() {
+                    format!("{passed} of {} passed", rows.len())
+                } else {
+                    format!("{passed} of {} passed; warnings: {}", rows.len(), list(w))
+                }
+            }
+        };
+        RunVerdict {
+            status: overall(code),
+            exit_code: code,
+            summary,
+        }
+    }
+}
+
 /// A text table: left-aligned columns separated by two spaces; each row may
 /// carry indented note lines (cause, remedy) printed under it.
 #[derive(Debug, Default)]
@@ -199,6 +263,37 @@ mod tests {
         assert_eq!(lines[0], "PATH       RESULT  DETAIL");
         assert_eq!(lines[2], "gpu->gpu   FAIL    EFAULT");
         assert_eq!(lines[3], "    remedy: load it");
+    }
+
+    #[test]
+    fn run_verdict_names_the_worst_rows() {
+        let o = |name: &str, status, cause| Outcome {
+            name: name.into(),
+            status,
+            cause,
+        };
+        let v = RunVerdict::from_rows(&[
+            o("host->host", Status::Pass, None),
+            o("gpu write", Status::Untested, Some("no CUDA")),
+        ]);
+        assert_eq!((v.exit_code, v.status), (3, Status::Untested));
+        assert_eq!(v.summary, "could not test: gpu write (no CUDA)");
+        let v = RunVerdict::from_rows(&[
+            o("a", Status::Fail, Some("EFAULT")),
+            o("b", Status::Untested, None),
+            o("c", Status::Fail, None),
+        ]);
+        assert_eq!(v.exit_code, 1);
+        assert_eq!(v.summary, "2 failed: a (EFAULT); c");
+        let v = RunVerdict::from_rows(&[
+            o("a", Status::Pass, None),
+            o("b", Status::Warn, Some("slow")),
+        ]);
+        assert_eq!(
+            (v.exit_code, v.summary.as_str()),
+            (0, "1 of 2 passed; warnings: b (slow)")
+        );
+        assert_eq!(RunVerdict::from_rows(&[]).summary, "nothing was run");
     }
 
     #[test]

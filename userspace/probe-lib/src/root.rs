@@ -1,16 +1,30 @@
 //! Every read of /sys, /proc and /boot goes through a [`SysRoot`], so the
 //! unit tests can point the probes at fixture trees instead of the live
-//! system.
+//! system, and `doctor --save DIR` can copy exactly what it read into a
+//! tree that `--sysroot DIR` reads back on another machine.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// A filesystem root under which `sys/`, `proc/` and `boot/` are looked up.
+///
+/// # Invariants
+///
+/// `root` is absolute when made by [`SysRoot::at`] from an existing
+/// directory. When `seen` is set, every path looked up through this value
+/// (or a clone) is in it: (path, true) for a content read, (path, false)
+/// for an existence test, a listing or a resolution.
 #[derive(Debug, Clone)]
 pub struct SysRoot {
     root: PathBuf,
+    seen: Option<Arc<Mutex<Seen>>>,
 }
+
+/// The paths a recording root looked up: (path, content read).
+type Seen = BTreeSet<(String, bool)>;
 
 impl Default for SysRoot {
     fn default() -> Self {
@@ -23,6 +37,7 @@ impl SysRoot {
     pub fn live() -> Self {
         Self {
             root: PathBuf::from("/"),
+            seen: None,
         }
     }
 
@@ -31,7 +46,21 @@ impl SysRoot {
     pub fn at(root: impl AsRef<Path>) -> Self {
         let root = root.as_ref();
         let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-        Self { root }
+        Self { root, seen: None }
+    }
+
+    /// The same root, remembering every path looked up (for [`SysRoot::save`]).
+    pub fn recording(mut self) -> Self {
+        self.seen = Some(Arc::default());
+        self
+    }
+
+    fn note(&self, rel: &str, content: bool) {
+        if let Some(seen) = &self.seen {
+            if let Ok(mut s) = seen.lock() {
+                s.insert((format!("/{}", rel.trim_start_matches('/')), content));
+            }
+        }
     }
 
     pub fn is_live(&self) -> bool {
@@ -45,6 +74,7 @@ impl SysRoot {
 
     /// The whole file, or None when it does not exist or cannot be read.
     pub fn read(&self, rel: &str) -> Option<String> {
+        self.note(rel, true);
         fs::read_to_string(self.path(rel)).ok()
     }
 
@@ -54,15 +84,18 @@ impl SysRoot {
     }
 
     pub fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {
+        self.note(rel, true);
         fs::read(self.path(rel))
     }
 
     pub fn exists(&self, rel: &str) -> bool {
+        self.note(rel, false);
         self.path(rel).exists()
     }
 
     /// Entry names of a directory, sorted; empty when it does not exist.
     pub fn list(&self, rel: &str) -> Vec<String> {
+        self.note(rel, false);
         let mut names: Vec<String> = match fs::read_dir(self.path(rel)) {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
@@ -71,12 +104,16 @@ impl SysRoot {
             Err(_) => Vec::new(),
         };
         names.sort();
+        for n in &names {
+            self.note(&format!("{}/{n}", rel.trim_end_matches('/')), false);
+        }
         names
     }
 
     /// Resolves `rel` (following symbolic links) and returns it as a path
     /// on the system again, e.g. `/sys/devices/pci0000:00/0000:00:01.0`.
     pub fn resolve(&self, rel: &str) -> Option<String> {
+        self.note(rel, false);
         let real = fs::canonicalize(self.path(rel)).ok()?;
         let inner = real.strip_prefix(&self.root).ok()?;
         Some(format!("/{}", inner.to_string_lossy()))
@@ -86,6 +123,91 @@ impl SysRoot {
     pub fn read_hex(&self, rel: &str) -> Option<u64> {
         let s = self.read_trim(rel)?;
         u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()
+    }
+
+    /// Copies every path this (recording) root looked up into `dest`:
+    /// directories, symbolic links (absolute targets made relative, so
+    /// they resolve inside `dest`) and their targets, the content of the
+    /// files read; paths only tested or listed, and device files, become empty files. Files
+    /// that exist but cannot be read are left out, as they were not seen.
+    /// Returns the number of paths saved.
+    pub fn save(&self, dest: &Path) -> io::Result<usize> {
+        let seen: Vec<(String, bool)> = match &self.seen {
+            Some(s) => s
+                .lock()
+                .map_err(|_| io::Error::other("the record of paths is poisoned"))?
+                .iter()
+                .cloned()
+                .collect(),
+            None => return Err(io::Error::other("this root did not record what it read")),
+        };
+        fs::create_dir_all(dest)?;
+        let mut n = 0;
+        for (rel, content) in &seen {
+            if self.save_one(dest, Path::new(rel), *content, 0)? {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Saves `rel` (absolute, as seen on the system) under `dest`; false
+    /// when it does not exist.
+    fn save_one(&self, dest: &Path, rel: &Path, content: bool, depth: u32) -> io::Result<bool> {
+        if depth > 16 {
+            return Ok(false); // a loop of links: as the kernel's ELOOP
+        }
+        let parts: Vec<&std::ffi::OsStr> = rel
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(p) => Some(p),
+                _ => None,
+            })
+            .collect();
+        let mut inner = PathBuf::new();
+        for (i, part) in parts.iter().enumerate() {
+            inner.push(part);
+            let src = self.root.join(&inner);
+            let Ok(md) = fs::symlink_metadata(&src) else {
+                return Ok(false);
+            };
+            let to = dest.join(&inner);
+            let last = i + 1 == parts.len();
+            if md.file_type().is_symlink() {
+                let mut target = fs::read_link(&src)?;
+                if target.is_absolute() {
+                    // Relative to the link's directory, within the tree.
+                    let up = "../".repeat(inner.components().count() - 1);
+                    target = Path::new(&up).join(target.strip_prefix("/").unwrap_or(&target));
+                }
+                if fs::symlink_metadata(&to).is_err() {
+                    std::os::unix::fs::symlink(&target, &to)?;
+                }
+                // Go on from where the link points.
+                let Ok(real) = fs::canonicalize(&src) else {
+                    return Ok(false);
+                };
+                let Ok(real_inner) = real.strip_prefix(&self.root) else {
+                    return Ok(false);
+                };
+                let mut rest = Path::new("/").join(real_inner);
+                for p in &parts[i + 1..] {
+                    rest.push(p);
+                }
+                return self.save_one(dest, &rest, content, depth + 1);
+            }
+            if md.is_dir() || !last {
+                fs::create_dir_all(&to)?;
+            } else if content && md.is_file() {
+                match fs::read(&src) {
+                    Ok(b) => fs::write(&to, b)?,
+                    Err(_) => return Ok(false),
+                }
+            } else if fs::symlink_metadata(&to).is_err() {
+                fs::write(&to, b"")?;
+            }
+        }
+        Ok(true)
     }
 }
 

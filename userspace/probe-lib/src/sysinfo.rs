@@ -220,6 +220,12 @@ pub struct SysState {
     pub nvidia: Option<NvidiaDriver>,
     /// CONFIG_RUST and the file it was read from.
     pub config_rust: Option<(bool, String)>,
+    /// The running kernel's configuration (None: no config file, no
+    /// /proc/config.gz).
+    pub kconfig: Option<KernelConfig>,
+    /// A Tegra SoC (its GPU shares the CPU's memory: no PCIe GPU BAR for a
+    /// NIC to reach), from the device tree.
+    pub tegra: bool,
     pub memlock: Option<Memlock>,
     pub gpus: Vec<PciDev>,
     pub rdma: Vec<RdmaDev>,
@@ -251,7 +257,11 @@ impl SysState {
             nvidia: root
                 .read("/proc/driver/nvidia/version")
                 .and_then(|s| parse_nvidia_version(&s)),
-            config_rust: config_rust(root, &kernel),
+            kconfig: kernel_config(root, &kernel),
+            config_rust: None,
+            tegra: root
+                .read("/proc/device-tree/compatible")
+                .is_some_and(|c| c.contains("nvidia,tegra")),
             memlock: memlock(root),
             gpus: pci::nvidia_gpus(root),
             rdma: crate::rdma::devices(root),
@@ -282,6 +292,15 @@ impl SysState {
             memory_peers_dir: root.exists("/sys/kernel/mm/memory_peers"),
             kernel,
         }
+        .with_config_rust()
+    }
+
+    fn with_config_rust(mut self) -> SysState {
+        self.config_rust = self
+            .kconfig
+            .as_ref()
+            .map(|c| (c.get("CONFIG_RUST") == Some("y"), c.source.clone()));
+        self
     }
 
     pub fn module(&self, name: &str) -> Option<&LoadedModule> {
@@ -440,7 +459,39 @@ pub fn parse_nvidia_version(text: &str) -> Option<NvidiaDriver> {
     Some(NvidiaDriver { flavour, version })
 }
 
-fn config_rust(root: &SysRoot, kernel: &str) -> Option<(bool, String)> {
+/// The running kernel's configuration and the file it came from.
+#[derive(Debug, Clone)]
+pub struct KernelConfig {
+    pub source: String,
+    text: String,
+}
+
+impl KernelConfig {
+    pub fn new(source: impl Into<String>, text: impl Into<String>) -> KernelConfig {
+        KernelConfig {
+            source: source.into(),
+            text: text.into(),
+        }
+    }
+
+    /// The option's value (`y`, `m`, a number, a string), or None when it
+    /// is not set.
+    pub fn get(&self, option: &str) -> Option<&str> {
+        self.text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(option)?.strip_prefix('='))
+    }
+
+    /// The option is `y` or `m`.
+    pub fn enabled(&self, option: &str) -> bool {
+        matches!(self.get(option), Some("y" | "m"))
+    }
+}
+
+/// The configuration of kernel `kernel`: a config file in /boot or beside
+/// its modules, else /proc/config.gz (CONFIG_IKCONFIG_PROC; decompressed
+/// with gzip).
+fn kernel_config(root: &SysRoot, kernel: &str) -> Option<KernelConfig> {
     let candidates = [
         format!("/boot/config-{kernel}"),
         format!("/lib/modules/{kernel}/build/.config"),
@@ -449,11 +500,43 @@ fn config_rust(root: &SysRoot, kernel: &str) -> Option<(bool, String)> {
     ];
     for c in candidates {
         if let Some(text) = root.read(&c) {
-            let on = text.lines().any(|l| l.trim() == "CONFIG_RUST=y");
-            return Some((on, c));
+            return Some(KernelConfig::new(c, text));
         }
     }
-    None
+    let gz = root.read_bytes("/proc/config.gz").ok()?;
+    gunzip(&gz).map(|text| KernelConfig::new("/proc/config.gz", text))
+}
+
+/// Decompresses gzip data with the gzip program (None: no gzip, bad data).
+fn gunzip(data: &[u8]) -> Option<String> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("gzip")
+        .arg("-dc")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdin = child.stdin.take()?;
+    // Written from a thread: gzip's output may fill its pipe before it
+    // has read all of its input.
+    let out = std::thread::scope(|s| {
+        s.spawn(move || {
+            let _ = stdin.write_all(data);
+        });
+        child.wait_with_output()
+    })
+    .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The kernel release's major and minor numbers (`6.12.0-test` -> (6, 12)).
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
 fn parse_limit(s: &str) -> Option<Option<u64>> {

@@ -7,7 +7,7 @@ use peermem_probe::check::{CheckReport, CudaSummary, DeviceSummary, PathResult};
 use peermem_probe::cuda::{Allocation, Gpu};
 use peermem_probe::loopback::{parse_gid, PortChoice};
 use peermem_probe::pair::{PairReport, PairRow};
-use peermem_probe::report::Status;
+use peermem_probe::report::{RunVerdict, Status};
 use peermem_probe::root::SysRoot;
 use peermem_probe::verdict::Mechanism;
 use serde_json::Value;
@@ -193,6 +193,7 @@ fn bench_report_fields() {
         version: "0",
         status: Status::Pass,
         exit_code: 0,
+        verdict: RunVerdict::from_rows(&[]),
         rdma_device: Some("rxe0".into()),
         gpu: None,
         gpu_allocation: Some(Allocation::CuMemAlloc),
@@ -233,6 +234,7 @@ fn bench_report_fields() {
     };
     let v = serde_json::to_value(&r).unwrap();
     versioned(&v);
+    assert_eq!(v["verdict"]["exit_code"], v["exit_code"]);
     golden("bench", &v);
 }
 
@@ -245,6 +247,7 @@ fn pair_report_fields() {
         role: "client",
         status: Status::Pass,
         exit_code: 0,
+        verdict: RunVerdict::from_rows(&[]),
         address: "198.51.100.1:18515".into(),
         listening: false,
         rdma_device: Some("rxe1".into()),
@@ -264,5 +267,6 @@ fn pair_report_fields() {
     };
     let v = serde_json::to_value(&r).unwrap();
     versioned(&v);
+    assert_eq!(v["verdict"]["exit_code"], v["exit_code"]);
     golden("pair", &v);
 }

@@ -126,14 +126,24 @@ fn modprobe_choice(root: &SysRoot, k: &str) -> Option<String> {
     (out.status.success() && !f.is_empty()).then_some(f)
 }
 
-/// The doctor item, or none when peermem-rs's DKMS package is not there.
+/// The doctor item: the DKMS package's state, or "not installed".
 pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
     let versions = root.list(DKMS_TREE);
     // Version directories, next to DKMS's kernel-<kernel>-<arch> links.
-    let version = versions
+    let Some(version) = versions
         .iter()
-        .rfind(|v| !v.starts_with('.') && !v.starts_with("kernel-"))?
-        .clone();
+        .rfind(|v| !v.starts_with('.') && !v.starts_with("kernel-"))
+        .cloned()
+    else {
+        // Say so: an admin reading doctor should not have to infer it.
+        let it = item("kernel", "peermem-rs DKMS", Status::Info, "not installed")
+            .detail(format!("nothing under {DKMS_TREE}"));
+        return Some(if sys.gpus.is_empty() || !sys.peer_modules().is_empty() {
+            it
+        } else {
+            it.remedy("to use peermem-rs as this host's peer-memory client: install its DKMS package (README, install)")
+        });
+    };
     let k = &sys.kernel;
     let name = "peermem-rs DKMS";
     if let Some(ko) = installed_ko(root, k) {
@@ -250,9 +260,14 @@ mod tests {
     }
 
     #[test]
-    fn no_package_no_item() {
+    fn no_package_says_not_installed() {
         let t = tree("none");
-        assert!(doctor_item(&t).is_none());
+        let it = doctor_item(&t).expect("an item saying so");
+        assert_eq!(
+            (it.status, it.value.as_str()),
+            (Status::Info, "not installed")
+        );
+        assert!(it.detail.unwrap().contains("/var/lib/dkms/peermem-rs"));
     }
 
     #[test]

@@ -321,7 +321,7 @@ fn doctor_names_which_nvidia_peermem_is_loaded_and_the_ofed_version() {
     let m = find(&r, "peermem_rs");
     assert!(
         m.value
-            .starts_with("loaded (peermem-rs 0.3.0, mode=invalidate)"),
+            .starts_with("loaded (peermem-rs 0.1.0, mode=invalidate)"),
         "{m:?}"
     );
     assert_eq!(r.peer_clients[0].origin, ClientOrigin::PeermemRs);
@@ -421,4 +421,86 @@ fn the_verdict_lists_what_to_fix() {
     assert_eq!(empty.summary, "nothing to fix");
     let u = verdict(&[item("pcie", "GPU", Status::Untested, "none")], 3);
     assert_eq!(u.summary, "could not assess: pcie/GPU");
+}
+
+#[test]
+fn a_saved_tree_reads_back_as_the_original() {
+    // `doctor --save DIR`: what doctor read, copied; `--sysroot DIR` must
+    // give the same report (links, their targets and contents kept).
+    for tree in [
+        "switch",
+        "switch-acs",
+        "peermem-loaded",
+        "dmabuf-only",
+        "port-down",
+        "sockets",
+    ] {
+        let rec = fixture(tree).recording();
+        let a = run(&rec);
+        let dir = std::env::temp_dir().join(format!("pmprobe-save-{tree}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let n = rec.save(&dir).expect("save");
+        assert!(n > 10, "{tree}: only {n} paths saved");
+        let b = run(&SysRoot::at(&dir));
+        let (a, b) = (
+            serde_json::to_value(&a).unwrap(),
+            serde_json::to_value(&b).unwrap(),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(a, b, "{tree}: the saved tree reads differently");
+    }
+    assert!(
+        fixture("switch").save(&std::env::temp_dir()).is_err(),
+        "not recording"
+    );
+}
+
+#[test]
+fn config_gz_tegra_and_each_library_with_its_rule() {
+    // No config file: /proc/config.gz is read (gzip -dc); a Tegra device
+    // tree is named as a platform without PCIe GPUDirect RDMA.
+    let dir = std::env::temp_dir().join(format!("pmprobe-cfggz-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("proc/sys/kernel")).unwrap();
+    std::fs::create_dir_all(dir.join("proc/device-tree")).unwrap();
+    std::fs::write(dir.join("proc/sys/kernel/osrelease"), "6.8.12-tegra\n").unwrap();
+    std::fs::write(
+        dir.join("proc/device-tree/compatible"),
+        "nvidia,p3737\0nvidia,tegra234\0",
+    )
+    .unwrap();
+    let gz = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("printf 'CONFIG_RUST=y\\nCONFIG_INFINIBAND_ON_DEMAND_PAGING=y\\n' | gzip -c")
+        .output()
+        .unwrap();
+    std::fs::write(dir.join("proc/config.gz"), gz.stdout).unwrap();
+    let r = run(&SysRoot::at(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let odp = find(&r, "CONFIG_INFINIBAND_ON_DEMAND_PAGING");
+    assert_eq!(
+        (odp.status, odp.value.as_str()),
+        (Status::Pass, "y"),
+        "{odp:?}"
+    );
+    assert!(odp.detail.as_deref().unwrap().contains("/proc/config.gz"));
+    assert_eq!(find(&r, "CONFIG_RUST").status, Status::Pass);
+    assert_eq!(find(&r, "Tegra").status, Status::Warn);
+    assert_eq!(find(&r, "kernel >= 5.12").status, Status::Pass);
+    assert_eq!(find(&r, "peermem-rs DKMS").value, "not installed");
+
+    // A GPU and a NIC: one decision per library, each with its rule.
+    let r = run(&fixture("switch"));
+    let libs: Vec<&str> = r.libraries.iter().map(|d| d.library).collect();
+    assert_eq!(libs.len(), 5, "{libs:?}");
+    assert!(
+        r.libraries[..4].iter().all(|d| d.rule.contains("src/")),
+        "{:#?}",
+        r.libraries
+    );
+    let it = find(&r, "NCCL GPU 0000:03:00.0 x mlx5_0");
+    assert!(
+        it.detail.as_deref().unwrap().contains("[rule: NCCL 2.30.6"),
+        "{it:?}"
+    );
 }

@@ -1,0 +1,62 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# tests/bench/host-check.sh -- `make check`: the host-side tests alone, as any
+# user, with the host's own Rust toolchain (cargo >= 1.85 on PATH or in
+# ~/.cargo/bin): no root, no chroot, no VM.
+#   cargo test of rust/logic (the module's pure logic), userspace (peermem-probe)
+#   and tests/simctl; rustfmt --check of the module's sources; tests/hw/selftest.sh.
+# The last line is "N passed, N failed, N skipped"; exit 1 on any failure.
+# CARGO_TARGET_DIR (default build/host-target) holds the builds.
+set -uo pipefail
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+PATH=$PATH:${CARGO_HOME:-$HOME/.cargo}/bin
+: "${CARGO_TARGET_DIR:=$TOP/build/host-target}"
+export CARGO_TARGET_DIR
+passed=0 failed=0 skipped=0 failures=()
+T0=$(date +%s)
+
+die() { echo "check: $*" >&2; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+command -v cargo >/dev/null ||
+  die "no cargo on PATH or in ~/.cargo/bin: install a Rust toolchain >= 1.85 (rustup, or Debian trixie's cargo), or run 'make test' as root, which brings its own"
+ver=$(rustc --version 2>/dev/null | awk '{print $2}')
+case $ver in
+  1.[0-9].*|1.[0-7][0-9].*|1.8[0-4].*) die "rustc $ver is older than 1.85, which the crates need (Cargo.toml rust-version)";;
+esac
+
+for d in rust/logic userspace tests/simctl; do
+  echo "== cargo test: $d"
+  out=$(cd "$TOP/$d" && cargo test --locked --quiet 2>&1); rc=$?
+  echo "$out" | tail -n 40
+  counts=$(echo "$out" | sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \3/p')
+  # A build error or a crash prints no (failing) test result: count it.
+  if [ $rc != 0 ] && ! awk '$2 > 0 {f = 1} END {exit !f}' <<< "$counts"; then
+    counts=$(printf '%s\n0 1 0' "$counts")
+  fi
+  while read -r p f i; do
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + i))
+    [ "$f" = 0 ] || failures+=("cargo test $d")
+  done <<< "$counts"
+done
+
+echo "== rustfmt --check rust/peermem_rs.rs"
+if command -v rustfmt >/dev/null && rustfmt --edition 2021 --check "$TOP/rust/peermem_rs.rs"; then
+  passed=$((passed + 1))
+elif ! command -v rustfmt >/dev/null; then
+  echo "no rustfmt on PATH (rustup component add rustfmt): skipped"; skipped=$((skipped + 1))
+else
+  failed=$((failed + 1)); failures+=(rustfmt)
+fi
+
+echo "== tests/hw/selftest.sh"
+out=$(bash "$TOP/tests/hw/selftest.sh" 2>&1); rc=$?
+echo "$out" | grep -v '^ok ' | tail -n 40
+p=$(grep -c '^ok ' <<< "$out"); f=$(grep -c '^FAIL ' <<< "$out")
+[ $rc = 0 ] || [ "$f" -gt 0 ] || f=1
+passed=$((passed + p)); failed=$((failed + f))
+[ "$f" = 0 ] || failures+=("tests/hw/selftest.sh")
+
+echo
+echo "== summary ($(( $(date +%s) - T0 )) s)"
+[ ${#failures[@]} = 0 ] || printf 'FAILED: %s\n' "${failures[@]}"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]

@@ -1,0 +1,80 @@
+//! Doctor's library rows (the path each library takes per GPU and RDMA
+//! device, with the rule it follows) and what the dma-buf path needs.
+
+use super::{item, Item};
+use crate::libraries::{self, Decision, Env, Route};
+use crate::nccl::{Detection, NcclPath};
+use crate::report::Status;
+use crate::sysinfo::{kernel_version, SysState};
+
+/// One row per GPU, RDMA device and library; returns the decisions.
+pub(super) fn decisions(
+    sys: &SysState,
+    det: &[Detection],
+    nccl: &[NcclPath],
+    items: &mut Vec<Item>,
+) -> Vec<Decision> {
+    let env = Env::from_process();
+    let mut out = Vec::new();
+    for p in nccl {
+        let Some(nic) = sys.rdma.iter().find(|r| r.name == p.rdma_device) else {
+            continue;
+        };
+        for d in libraries::decide(sys, det, &env, nic, &p.gpu, p) {
+            // A library that will fail (not merely stage) is worth a warning.
+            let st = if d.why.contains("will fail") {
+                Status::Warn
+            } else {
+                Status::Info
+            };
+            let it = item(
+                "libraries",
+                format!("{} GPU {} x {}", d.library, d.gpu, d.rdma_device),
+                st,
+                d.route.label(),
+            )
+            .detail(format!("{} [rule: {}]", d.why, d.rule));
+            items.push(match d.route {
+                Route::DmaBuf if st == Status::Warn => {
+                    it.remedy("NVSHMEM_IB_DISABLE_DMABUF=1 (and a peer-memory client), or a NIC and kernel with dma-buf MRs")
+                }
+                _ => it,
+            });
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// What the dma-buf path needs, and platform facts: kernel >= 5.12,
+/// CONFIG_INFINIBAND_ON_DEMAND_PAGING for mlx5, no Tegra.
+pub(super) fn dmabuf_items(sys: &SysState, items: &mut Vec<Item>) {
+    let k = match kernel_version(&sys.kernel) {
+        Some(v) if v >= (5, 12) => item("dma-buf", "kernel >= 5.12", Status::Pass, sys.kernel.clone()),
+        Some(_) => item("dma-buf", "kernel >= 5.12", Status::Info, sys.kernel.clone())
+            .detail("ib_uverbs takes dma-buf MRs from 5.12 on: only the peer-memory path exists on this kernel"),
+        None => item("dma-buf", "kernel >= 5.12", Status::Info, "unknown"),
+    };
+    items.push(k);
+    let mlx5 = sys
+        .rdma
+        .iter()
+        .any(|r| r.driver.as_deref().is_some_and(|d| d.starts_with("mlx5")));
+    let odp = "CONFIG_INFINIBAND_ON_DEMAND_PAGING";
+    items.push(match &sys.kconfig {
+        Some(c) if c.enabled(odp) => item("dma-buf", odp, Status::Pass, c.get(odp).unwrap_or("y"))
+            .detail(format!("from {}; mlx5 also needs UMR to load the MR's pages (`peermem-probe check` proves the whole path)", c.source)),
+        Some(c) if mlx5 => item("dma-buf", odp, Status::Warn, "not set")
+            .detail(format!("from {}: mlx5 refuses dma-buf MRs (EOPNOTSUPP) without on-demand paging, so only the peer-memory path works with this NIC", c.source))
+            .remedy("a kernel built with CONFIG_INFINIBAND_ON_DEMAND_PAGING=y (distribution kernels have it), or a peer-memory client"),
+        Some(c) => item("dma-buf", odp, Status::Info, "not set").detail(format!("from {}", c.source)),
+        None => item("dma-buf", odp, Status::Info, "unknown (no kernel configuration: no /boot/config-*, no /proc/config.gz)"),
+    });
+    if sys.tegra {
+        items.push(
+            item("platform", "Tegra", Status::Warn, "integrated GPU")
+                .detail("a Tegra GPU shares the CPU's memory and has no PCIe BAR for a NIC to reach: no PCIe GPUDirect RDMA through a peer-memory client here")
+                .remedy("register the (shared) memory as host memory; GPUDirect RDMA needs a discrete GPU"),
+        );
+    }
+}
