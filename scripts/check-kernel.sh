@@ -84,6 +84,19 @@ fi
 # The release's major version (os-release VERSION_ID), or empty.
 os_major() { (. "${PEERMEM_OS_RELEASE:-/etc/os-release}" 2>/dev/null; echo "${VERSION_ID%%.*}"); }
 
+# debian_kernel_remedy PREFIX -- the kernel to install on Debian: on 13,
+# PREFIX and its backports kernel; before 13, whose kernels (backports
+# included) all have Rust off, Debian 13 and its backports kernel.
+debian_kernel_remedy() {
+  local a
+  a=$(dpkg --print-architecture 2>/dev/null || echo amd64)
+  if [ -n "$(os_major)" ] && [ "$(os_major)" -lt 13 ] 2>/dev/null; then
+    echo "no Debian $(os_major) kernel, backports included, has Rust on: upgrade to Debian 13 (trixie) and install its backports kernel (README \"Debian trixie\"): apt install -t trixie-backports linux-image-$a linux-headers-$a"
+  else
+    echo "$1$(backports_remedy)"
+  fi
+}
+
 # 2. CONFIG_RUST.
 if ! grep -q '^CONFIG_RUST=y' "$config"; then
   case $DISTRO in
@@ -92,15 +105,25 @@ if ! grep -q '^CONFIG_RUST=y' "$config"; then
     ubuntu) r="boot a kernel with CONFIG_RUST=y: Ubuntu 26.04's generic kernel (apt install linux-generic), on 24.04 the 7.0 HWE kernel (apt install linux-generic-hwe-24.04), or NVIDIA's linux-nvidia kernels where their config has it (grep '^CONFIG_RUST=y' /boot/config-<version>); such kernels have a linux-lib-rust-<version> package";;
     # Debian 12's kernels, bookworm-backports' included, have Rust off:
     # only Debian 13's backports kernels (7.x) have it.
-    debian) if [ -n "$(os_major)" ] && [ "$(os_major)" -lt 13 ] 2>/dev/null; then
-              r="no Debian $(os_major) kernel, backports included, has Rust on: upgrade to Debian 13 (trixie) and install its backports kernel (README \"Debian trixie\"): apt install -t trixie-backports linux-image-$(dpkg --print-architecture 2>/dev/null || echo amd64) linux-headers-$(dpkg --print-architecture 2>/dev/null || echo amd64)"
-            else
-              r="Debian's stable kernels have Rust off: install the backports kernel, $(backports_remedy)"
-            fi;;
+    debian) r=$(debian_kernel_remedy "Debian's stable kernels have Rust off: install the backports kernel, ");;
     rhel) r="RHEL-like distribution kernels are built without CONFIG_RUST: a Rust module needs a kernel built with CONFIG_RUST=y";;
     *) r="a Rust module needs a kernel built with CONFIG_RUST=y";;
   esac
   fail "CONFIG_RUST is not set: this kernel cannot load Rust modules" "$r"
+fi
+
+# 2b. A kernel crate the module can build against: Linux 6.19 or later
+# (rust/compat.rs, docs/facts/kernel-crate-versions.md).  The version from
+# the tree's Makefile (VERSION, PATCHLEVEL), else from KVER.
+kv=$(sed -nE 's/^VERSION = ([0-9]+)$/\1/p; s/^PATCHLEVEL = ([0-9]+)$/.\1/p' "$KDIR/Makefile" 2>/dev/null | tr -d '\n')
+case $kv in [0-9]*.[0-9]*) ;; *) kv=$(echo "$KVER" | sed -nE 's/^([0-9]+\.[0-9]+).*/\1/p');; esac
+if [ -n "$kv" ] && [ "${kv%%.*}" -lt 6 -o \( "${kv%%.*}" = 6 -a "${kv#*.}" -lt 19 \) ] 2>/dev/null; then
+  case $DISTRO in
+    ubuntu) r="boot Ubuntu 26.04's generic kernel (7.0; apt install linux-generic) or, on 24.04, the 7.0 HWE kernel (apt install linux-generic-hwe-24.04)";;
+    debian) r=$(debian_kernel_remedy "install the backports kernel, ");;
+    *) r="use a kernel of Linux 6.19 or later built with CONFIG_RUST=y";;
+  esac
+  fail "Linux $kv: peermem-rs needs the kernel crate of Linux 6.19 or later (core::ffi::CStr)" "$r"
 fi
 
 # 3. The Rust metadata of the kernel crates.
