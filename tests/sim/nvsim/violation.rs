@@ -197,14 +197,18 @@ pub(crate) enum Event {
     MapNewerPin,
     /// A free hook ran.
     HookFree,
+    /// A process's RM client was destroyed while it was on a P2P object's
+    /// client list: it left the list(s), its pins stayed armed.
+    ClientPidRemoved,
 }
 
 /// Every event with its name, in counter order.
-pub(crate) const EVENTS: [(Event, &str); 4] = [
+pub(crate) const EVENTS: [(Event, &str); 5] = [
     (Event::ForeignPut, "foreign_puts"),
     (Event::MapRacedFree, "map_raced_free"),
     (Event::MapNewerPin, "map_newer_pin"),
     (Event::HookFree, "hook_frees"),
+    (Event::ClientPidRemoved, "client_pids_removed"),
 ];
 
 static EVENT_COUNTS: Counters<{ EVENTS.len() }> = Counters::new();
