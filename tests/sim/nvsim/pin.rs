@@ -251,10 +251,9 @@ impl StateGuard<'_> {
                     // or every pin's with `client_pids`) are not another
                     // process -- until their RM client is destroyed, which
                     // takes them off the list and leaves their pins armed.
-                    let (owner, reachable) = self
-                        .allocs
-                        .get(pin_alloc)
-                        .map_or((0, false), |a| (a.owner, a.reachable_by(sys::current_tgid())));
+                    let (owner, reachable) = self.allocs.get(pin_alloc).map_or((0, false), |a| {
+                        (a.owner, a.reachable_by(sys::current_tgid()))
+                    });
                     let tgid = sys::current_tgid();
                     let listed = reachable || sys::param::is_client_pid(tgid);
                     if sys::current_is_kthread() || !listed {
