@@ -8,7 +8,7 @@ use kernel::prelude::*;
 use crate::client::ClientTable;
 use crate::glue::{self, DebugFs, DeferQueue};
 use crate::nvidia::{Missing, NvidiaP2p};
-use crate::peer_core::{competing_module, ClientRegistration, PeerCore, CONTESTED_NAME};
+use crate::peer_core::{competing_module, ClientRegistration, PeerCore};
 use crate::peer_mr::{Client, Mode};
 use crate::stats::STATS;
 
@@ -49,20 +49,21 @@ impl kernel::Module for PeermemRs {
         }
         let requested = requested_mode()?;
         let name = glue::param_client_name();
-        // A core that creates /sys/kernel/mm/memory_peers refuses a second
-        // client of a name (below); DOCA-OFED 25.10's accepts it and asks
-        // the first registered one: a competitor already loaded would serve
-        // every GPU range and we none.  Refuse as such a core would.
-        if name == CONTESTED_NAME {
-            if let Some(other) = competing_module(module) {
-                pr_err!(
-                    "the client name '{name}' is taken by the loaded module {} (nvidia-peermem, \
-                     nv_peer_mem or another peermem-rs; this RDMA core would accept both and \
-                     ask the first loaded): unload it or set peer_client_name\n",
-                    other.to_str().unwrap_or("?")
-                );
-                return Err(EBUSY);
-            }
+        // The core asks its clients in registration order, whatever their
+        // names (peer-memory-core.md): a competitor already loaded would
+        // serve every GPU range and we none, under any name of ours.  A
+        // core with /sys/kernel/mm/memory_peers refuses a second client of
+        // a name (below); DOCA-OFED 25.10's accepts it.  Refuse either way,
+        // and never suggest another name: it would load and serve nothing.
+        if let Some(other) = competing_module(module) {
+            let other = other.to_str().unwrap_or("?");
+            pr_err!(
+                "the loaded module {other} (nvidia-peermem, nv_peer_mem or another \
+                 peermem-rs) is a peer-memory client: the RDMA core asks clients in \
+                 registration order, whatever their names, so it would serve every GPU \
+                 registration and this one none: unload it first (rmmod {other})\n"
+            );
+            return Err(EBUSY);
         }
         let Some(core) = PeerCore::find() else {
             pr_err!(
@@ -111,9 +112,11 @@ impl kernel::Module for PeermemRs {
             Err(e) => {
                 if e == EBUSY {
                     pr_err!(
-                        "the RDMA core refused the client name '{name}': it is \
-                         probably taken by nvidia-peermem or nv_peer_mem (see lsmod and \
-                         /sys/kernel/mm/memory_peers/), unload it or set peer_client_name\n"
+                        "the RDMA core refused the client name '{name}': another loaded \
+                         peer-memory client holds it (see lsmod and \
+                         /sys/kernel/mm/memory_peers/): unload that client first (under \
+                         another name this one would load, but the core asks the client \
+                         registered first and this one would serve no GPU memory)\n"
                     );
                 } else {
                     pr_err!("the RDMA core gave no invalidation support\n");

@@ -131,6 +131,11 @@ u64 peermem_current_process(void)
 	return (current->flags & PF_KTHREAD) ? 0 : (u64)task_tgid_nr(current);
 }
 
+bool peermem_current_exiting(void)
+{
+	return current->flags & PF_EXITING;
+}
+
 const char *peermem_version(void)
 {
 	return PEERMEM_VERSION;

@@ -58,6 +58,9 @@ const char *peermem_unversioned_refused(void);
  * per-process pin lookup sees it: its thread-group id, 0 for a kernel
  * thread. */
 u64 peermem_current_process(void);
+/* Whether the current task is exiting (PF_EXITING): its files are being
+ * released, the nvidia ones possibly before the verbs one. */
+bool peermem_current_exiting(void);
 
 /* A free callback for a pin we no longer hold: the NVIDIA driver broke its
  * contract.  WARNs once. */

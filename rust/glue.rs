@@ -65,6 +65,12 @@ pub(crate) fn param_mode() -> &'static str {
     unsafe { static_str(glue::peermem_param_mode()) }
 }
 
+/// Whether the calling task is exiting (its files are being released).
+pub(crate) fn current_exiting() -> bool {
+    // SAFETY: reads `current`'s flags; no preconditions.
+    unsafe { glue::peermem_current_exiting() }
+}
+
 /// Monotonic clock, nanoseconds.
 pub(crate) fn now_ns() -> u64 {
     // SAFETY: ktime_get_ns has no preconditions.

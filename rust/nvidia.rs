@@ -11,6 +11,9 @@
 //! holds for a `DmaMapping` with [`NvidiaP2p::dma_unmap`].  While a
 //! registration keeps them in its [`Pins`], they are valid; the free
 //! callback can only complete through [`Pins::revoke`], which forgets them.
+//! The callback's `data` is a small [`Tombstone`], not the registration: a
+//! put the driver answered with 0 but the module could not confirm
+//! (rust/nvidia/probe.rs) leaves it armed until the callback.
 
 use core::ffi::c_void;
 
@@ -18,10 +21,13 @@ mod api;
 mod callback;
 mod mapping;
 mod pins;
+mod probe;
 mod table;
 
-pub(crate) use api::{is_enotsupp, Missing, NvidiaP2p, Unpin};
-pub(crate) use callback::{Armed, CallbackRan, CallbackRef, Disarmed, Revocable, Revoked};
+pub(crate) use api::{is_enotsupp, Missing, NvidiaP2p, Unpin, Unpinned};
+pub(crate) use callback::{
+    Armed, CallbackRan, CallbackRef, Disarmed, Revocable, Revoked, Tombstone,
+};
 pub(crate) use mapping::PciDev;
 use mapping::{DmaMapping, MapArgs, UnmapArgs, Unmapped};
 pub(crate) use pins::{Adopt, Pins};

@@ -153,29 +153,27 @@ impl Invalidator {
     }
 }
 
-/// The client name every competing client registers: nvidia-peermem (any
-/// version, persistent or not), nv_peer_mem, and peermem-rs by default.
-pub(crate) const CONTESTED_NAME: &str = "nv_mem";
-
-/// The modules that register a peer-memory client named [`CONTESTED_NAME`]:
-/// NVIDIA's nvidia-peermem, the older nv_peer_mem, and this project under
-/// either of its names (Kbuild `PEERMEM_NAME`).
+/// The modules that register a peer-memory client of their own: NVIDIA's
+/// nvidia-peermem, the older nv_peer_mem, and this project under either of
+/// its names (Kbuild `PEERMEM_NAME`).  Any of them loaded before us serves
+/// every GPU range, whatever the client names: the core asks its clients in
+/// registration order.
 const COMPETITORS: [&CStr; 3] = [c"nvidia_peermem", c"nv_peer_mem", c"peermem_rs"];
 
-/// The name of a loaded module, other than `this`, that registers a client
-/// named [`CONTESTED_NAME`] too, if any.
+/// The name of a loaded module, other than `this`, that registers a
+/// peer-memory client for GPU memory, if any.
 ///
-/// DOCA-OFED 25.10's core checks no client name: a second `nv_mem` is
-/// accepted and the core asks the clients in registration order, so the
-/// first one loaded serves every GPU range and the core never says so.  The
-/// module names are the one stable trace such a client leaves: they are the
-/// kobjects of `module_kset` (`/sys/module/<name>`), which the module loader
-/// creates before a module's init runs and removes only after its exit
-/// returned -- so a competitor counts from before it registers until after
-/// it unregistered.  Looked up with `kset_find_obj` in the kset of our own
-/// module's kobject (`module_kset` itself is not exported): no filesystem
-/// path, no module_mutex (not exported), no symbol of theirs (they export
-/// none).
+/// A core with `/sys/kernel/mm/memory_peers` refuses only a second client
+/// of the same name, and DOCA-OFED 25.10's checks no name at all: in both,
+/// a client registered after a competitor is never asked for GPU memory,
+/// and the core never says so.  The module names are the one stable trace
+/// such a client leaves: they are the kobjects of `module_kset`
+/// (`/sys/module/<name>`), which the module loader creates before a
+/// module's init runs and removes only after its exit returned -- so a
+/// competitor counts from before it registers until after it unregistered.
+/// Looked up with `kset_find_obj` in the kset of our own module's kobject
+/// (`module_kset` itself is not exported): no filesystem path, no
+/// module_mutex (not exported), no symbol of theirs (they export none).
 pub(crate) fn competing_module(this: &'static ThisModule) -> Option<&'static CStr> {
     let m = this.as_ptr();
     // The loader set `mkobj.kobj.kset` to `module_kset` (mod_sysfs_init)

@@ -26,6 +26,7 @@ use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
 use crate::nvidia::{
     is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Pins, Revocable, Revoked,
+    Tombstone,
 };
 use crate::peer_core::Invalidator;
 use crate::pin_gate::PinGate;
@@ -187,7 +188,7 @@ impl PeerMr {
                 // The callback's reference lives in the registration from
                 // before the pin call, so a callback arriving at any time
                 // finds it there.
-                let (cb, armed) = CallbackRef::arm(reg.clone());
+                let (cb, armed) = CallbackRef::arm(reg.clone())?;
                 reg.inner.lock().callback = Some(cb);
                 // No put of ours is in flight meanwhile: none can name the
                 // table the driver gives us (see rust/logic/gate.rs).
@@ -410,8 +411,20 @@ impl PeerMr {
 
     /// The driver's free callback: wait for an unmap in flight, fence DMA if
     /// the HCA may be using the memory, give the page table and mapping up.
-    fn revoke(&self, ran: CallbackRan) -> Revoked<PeerMr> {
+    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<PeerMr>) -> Revoked<PeerMr> {
         let mut inner = self.inner.lock();
+        // A put answered 0 that could not be confirmed parked the
+        // reference in the tombstone just before this callback read the
+        // registration from it: the pin was still armed, and nothing of
+        // the registration is left to revoke.
+        let ran = if inner.callback.is_none() {
+            match tomb.revoke_parked(ran) {
+                Ok(revoked) => return revoked,
+                Err(ran) => ran,
+            }
+        } else {
+            ran
+        };
         let mut waited = false;
         let (orphan, action) = loop {
             let orphan = inner.state == State::Orphaned;
@@ -467,8 +480,8 @@ impl PeerMr {
 }
 
 impl Revocable for PeerMr {
-    fn revoke(&self, ran: CallbackRan) -> Revoked<PeerMr> {
-        PeerMr::revoke(self, ran)
+    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<PeerMr>) -> Revoked<PeerMr> {
+        PeerMr::revoke(self, ran, tomb)
     }
 }
 

@@ -61,6 +61,8 @@ pub(crate) struct Stats {
     callback_waits: AtomicU64,
     gate_waits: AtomicU64,
     stale_puts_skipped: AtomicU64,
+    tombstones: AtomicU64,
+    tombstones_fired: AtomicU64,
     errors: [AtomicU64; ERROR_KINDS],
     pin_time: [AtomicU64; histogram::BUCKETS],
 }
@@ -85,6 +87,8 @@ impl Stats {
             callback_waits: ZERO,
             gate_waits: ZERO,
             stale_puts_skipped: ZERO,
+            tombstones: ZERO,
+            tombstones_fired: ZERO,
             errors: [ZERO; ERROR_KINDS],
             pin_time: [ZERO; histogram::BUCKETS],
         }
@@ -164,6 +168,18 @@ impl Stats {
         self.stale_puts_skipped.fetch_add(1, Relaxed);
     }
 
+    /// A put answered 0 could not be confirmed: the pin's tombstone waits
+    /// for its free callback.
+    pub(crate) fn tombstone_armed(&self) {
+        self.tombstones.fetch_add(1, Relaxed);
+    }
+
+    /// A free callback took a parked reference: its tombstone goes.
+    pub(crate) fn tombstone_fired(&self) {
+        self.tombstones.fetch_sub(1, Relaxed);
+        self.tombstones_fired.fetch_add(1, Relaxed);
+    }
+
     /// Counts an error.
     pub(crate) fn error(&self, kind: ErrorKind) {
         self.errors[kind as usize].fetch_add(1, Relaxed);
@@ -203,6 +219,12 @@ impl Stats {
             w,
             "stale_puts_skipped {}",
             self.stale_puts_skipped.load(Relaxed)
+        )?;
+        writeln!(w, "tombstones {}", self.tombstones.load(Relaxed))?;
+        writeln!(
+            w,
+            "tombstones_fired {}",
+            self.tombstones_fired.load(Relaxed)
         )?;
         for (name, n) in ERROR_NAMES.iter().zip(&self.errors) {
             writeln!(w, "errors.{name} {}", n.load(Relaxed))?;

@@ -14,6 +14,7 @@ use crate::bindings::{
 use crate::logic::range::GpuRange;
 use crate::pin_gate::TableSide;
 
+use super::probe::PutAnswered;
 use super::{
     Armed, Disarmed, DmaMapping, FreeCallback, MapArgs, PageTable, PciDev, UnmapArgs, Unmapped,
 };
@@ -167,14 +168,16 @@ impl NvidiaP2p {
     }
 
     /// Releases a pin (put_pages).  For a revocable pin, the driver looks the
-    /// pin up among the calling process's allocations: from any other
+    /// pin up among the calling process's P2P objects: from any other
     /// process (or a kernel thread) its put would find nothing, return 0,
     /// and leave the pin and its callback armed, so the table is given back
-    /// untouched ([`Unpin::Foreign`]).  On success the callback of a
-    /// revocable pin can no longer start ([`Disarmed`]); one that raced with
-    /// the put already ran (the put waits for the driver's lock, which the
-    /// driver holds around the callback).
-    pub(crate) fn unpin(&self, table: PageTable) -> core::result::Result<Option<Disarmed>, Unpin> {
+    /// untouched ([`Unpin::Foreign`]).  A revocable put the driver answers
+    /// with 0 proves less than a release ([`PutAnswered`]): the caller
+    /// confirms it ([`NvidiaP2p::confirm_put`]) before giving the
+    /// callback's reference back.  A callback that raced with the put has
+    /// run already (the put waits for the driver's lock, which the driver
+    /// holds around the callback).
+    pub(crate) fn unpin(&self, table: PageTable) -> core::result::Result<Unpinned, Unpin> {
         let rc = match (table.owner, &self.persistent) {
             (Some(owner), _) if owner != current_process() || owner == 0 => {
                 return Err(Unpin::Foreign(table))
@@ -199,10 +202,12 @@ impl NvidiaP2p {
             };
             return Err(Unpin::Failed(e, table));
         }
-        // A callback that raced with the put has run already (see above).
-        // SAFETY: a successful put of a revocable pin unregisters its free
-        // callback under the driver's lock: no more calls.
-        Ok(table.owner.map(|_| unsafe { Disarmed::new(table.data) }))
+        // RM answers 0 for "released" and for "not found among this
+        // process's P2P objects" alike (nv-p2p.c `nv_p2p_put_pages`).
+        Ok(match table.owner {
+            Some(_) => Unpinned::Answered(PutAnswered { data: table.data }),
+            None => Unpinned::Persistent,
+        })
     }
 
     /// DMA-maps a pinned page table for the peer PCI device `peer`.
@@ -265,6 +270,14 @@ impl NvidiaP2p {
         };
         (done, kernel::error::to_result(rc))
     }
+}
+
+/// What a put that succeeded proves.
+pub(crate) enum Unpinned {
+    /// A persistent pin: released (it has no callback).
+    Persistent,
+    /// A revocable pin: see [`PutAnswered`].
+    Answered(PutAnswered),
 }
 
 /// Why a pin was not released.

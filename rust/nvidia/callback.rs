@@ -1,29 +1,39 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The driver's free callback: its trampoline, the trait of what it revokes
-//! ([`Revocable`]), the callback's reference to that ([`CallbackRef`]) and
-//! the proofs that decide when the reference may be given back.  A
-//! revocable pin hands the driver a `data` pointer that owns one reference;
-//! giving it back while the driver may still call back with it would free
-//! memory the callback uses.  So it is given back only with a [`Disarmed`]
-//! proof naming that pin's `data`, which only the parent module makes (a
-//! failed pin call, a pin released by its owner) or a finished callback
-//! ([`Revoked::finish`]); dropped without one, it leaks.
+//! ([`Revocable`]), the small [`Tombstone`] a pin's `data` points to, the
+//! callback's reference to it ([`CallbackRef`]) and the proofs that decide
+//! when the reference may be given back.  A revocable pin hands the driver
+//! a `data` pointer that owns one reference on its tombstone; giving it back
+//! while the driver may still call back with it would free memory the
+//! callback uses.  So it is given back only with a [`Disarmed`] proof naming
+//! that pin's `data`, which only the parent module makes (a failed pin call,
+//! a put the module confirmed, see rust/nvidia/probe.rs) or a finished
+//! callback ([`Revoked::finish`]); dropped without one, it leaks.  A put
+//! the driver answered with 0 but the module could not confirm (RM answers
+//! 0 also for "not found among this process's P2P objects") leaves the
+//! reference *parked* in the tombstone ([`CallbackRef::park`]): the
+//! registration is freed, the tombstone (and its module reference, so
+//! rmmod is refused) stays until the callback comes.
 
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
+use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, ArcBorrow, Mutex};
 
 use super::FreeCallback;
+use crate::glue::ModuleRef;
+use crate::stats::STATS;
 
 /// What a revocable pin's free callback revokes (the per-MR type).
 pub(crate) trait Revocable: Send + Sync + Sized + 'static {
     /// The driver revoked the memory (cudaFree).  Completes only through
-    /// `Pins::revoke`, whose [`Revoked`] carries the callback's reference,
-    /// given back once the callback is done.
-    fn revoke(&self, ran: CallbackRan) -> Revoked<Self>;
+    /// `Pins::revoke` (or [`Tombstone::revoke_parked`]), whose [`Revoked`]
+    /// carries the callback's reference, given back once the callback is
+    /// done.  `tomb` is the pin's tombstone.
+    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<Self>) -> Revoked<Self>;
 }
 
 /// Proof that the driver will not call a pin's free callback any more: the
@@ -66,7 +76,8 @@ pub(crate) struct Revoked<R> {
 }
 
 impl<R> Revoked<R> {
-    /// Made by `Pins::revoke`, which forgets the driver's objects first.
+    /// Made by `Pins::revoke`, which forgets the driver's objects first, or
+    /// by the tombstone for a parked reference.
     pub(super) fn new(callback: Option<CallbackRef<R>>, ran: CallbackRan) -> Self {
         Revoked { callback, ran }
     }
@@ -82,37 +93,132 @@ impl<R> Revoked<R> {
     }
 }
 
-/// The free callback's reference to a registration: the `data` pointer
+/// What a revocable pin's `data` points to: small, and kept until the
+/// driver can no longer call back with it.
+///
+/// # Invariants
+///
+/// `reg` is the registration the callback revokes until the pin's fate is
+/// settled (then `None`); `parked` is the driver's reference on this
+/// tombstone after a put the module could not confirm, kept until the free
+/// callback takes it.  The module reference keeps the trampoline's code
+/// loaded while the tombstone lives.
+#[pin_data]
+pub(crate) struct Tombstone<R> {
+    #[pin]
+    state: Mutex<TombState<R>>,
+    _module: ModuleRef,
+}
+
+struct TombState<R> {
+    reg: Option<Arc<R>>,
+    parked: Option<CallbackRef<R>>,
+}
+
+impl<R: Revocable> Tombstone<R> {
+    /// The free callback arrived: a parked reference is the callback's to
+    /// give back (nothing of the registration is left); otherwise the
+    /// registration revokes.
+    fn fire(&self, ran: CallbackRan) -> Revoked<R> {
+        let mut s = self.state.lock();
+        if let Some(cb) = s.parked.take() {
+            drop(s);
+            STATS.tombstone_fired();
+            return Revoked::new(Some(cb), ran);
+        }
+        let reg = s.reg.clone();
+        drop(s);
+        match reg {
+            Some(reg) => reg.revoke(ran, self),
+            // Neither: a callback for a pin whose reference was given back
+            // (a driver bug); `finish` gives nothing back.
+            None => {
+                crate::glue::warn_spurious_callback();
+                Revoked::new(None, ran)
+            }
+        }
+    }
+}
+
+impl<R> Tombstone<R> {
+    /// For a registration's free callback that found no reference in the
+    /// registration: the one parked here by a put that was not confirmed,
+    /// as a finished revocation (the callback raced with the parking), or
+    /// `ran` back if none is parked.
+    pub(crate) fn revoke_parked(&self, ran: CallbackRan) -> Result<Revoked<R>, CallbackRan> {
+        match self.state.lock().parked.take() {
+            Some(cb) => {
+                STATS.tombstone_fired();
+                Ok(Revoked::new(Some(cb), ran))
+            }
+            None => Err(ran),
+        }
+    }
+
+    /// Whether a reference is parked here (no callback took it yet).
+    pub(super) fn parked(&self) -> bool {
+        self.state.lock().parked.is_some()
+    }
+
+    /// Takes the parked reference back.
+    pub(super) fn take_parked(&self) -> Option<CallbackRef<R>> {
+        self.state.lock().parked.take()
+    }
+}
+
+/// The free callback's reference to a pin's tombstone: the `data` pointer
 /// given to the driver with a revocable pin.
 ///
 /// # Invariants
 ///
-/// `ptr` came from `Arc::into_raw` and owns that reference.  It is given
-/// back only with a [`Disarmed`] proof for `ptr`; dropped without one, it
-/// is leaked (a pin may still call back with it).
+/// `ptr` came from `Arc::into_raw` of a [`Tombstone<R>`] and owns that
+/// reference.  It is given back only with a [`Disarmed`] proof for `ptr`;
+/// dropped without one, it is leaked (a pin may still call back with it).
 pub(crate) struct CallbackRef<R> {
-    ptr: NonNull<R>,
+    ptr: NonNull<Tombstone<R>>,
 }
 
-// SAFETY: it is an `Arc<R>` in raw form, and `R: Send + Sync`.
+// SAFETY: it is an `Arc<Tombstone<R>>` in raw form, and `R: Send + Sync`.
 unsafe impl<R: Send + Sync> Send for CallbackRef<R> {}
 
 impl<R: Revocable> CallbackRef<R> {
-    /// Turns a reference into the driver's `data` pointer, armed with the
-    /// free callback of `R`: the reference, and the [`Armed`] callback for
-    /// the one pin call it is made for.
-    pub(crate) fn arm(reg: Arc<R>) -> (Self, Armed) {
+    /// A tombstone for `reg`, and the driver's reference on it: the
+    /// reference, and the [`Armed`] callback for the one pin call it is
+    /// made for.  Fails while the module is being unloaded.
+    pub(crate) fn arm(reg: Arc<R>) -> Result<(Self, Armed)> {
+        let module = ModuleRef::get()?;
+        let tomb = Arc::pin_init(
+            pin_init!(Tombstone {
+                state <- new_mutex!(
+                    TombState {
+                        reg: Some(reg),
+                        parked: None,
+                    },
+                    "peermem_rs::Tombstone::state"
+                ),
+                _module: module,
+            }),
+            GFP_KERNEL,
+        )?;
         // SAFETY: `Arc::into_raw` never returns null.
-        let ptr = unsafe { NonNull::new_unchecked(Arc::into_raw(reg).cast_mut()) };
+        let ptr = unsafe { NonNull::new_unchecked(Arc::into_raw(tomb).cast_mut()) };
         let armed = Armed {
             f: free_callback::<R>,
             data: ptr.as_ptr().cast(),
         };
-        (CallbackRef { ptr }, armed)
+        Ok((CallbackRef { ptr }, armed))
     }
 }
 
 impl<R> CallbackRef<R> {
+    /// Another reference on the tombstone (not the driver's).
+    pub(super) fn tombstone(&self) -> Arc<Tombstone<R>> {
+        // SAFETY: `ptr` came from `Arc::into_raw` and its reference is
+        // owned by `self` (type invariant), so it lives while borrowed.
+        let borrowed = unsafe { ArcBorrow::from_raw(self.ptr.as_ptr()) };
+        borrowed.into()
+    }
+
     /// Gives the reference back: the driver will not call back with it.  A
     /// proof for another pin gives nothing back (the reference leaks).
     pub(crate) fn release(self, proof: Disarmed) {
@@ -125,6 +231,28 @@ impl<R> CallbackRef<R> {
         // SAFETY: by the type invariant `ptr` owns an `Arc` reference, taken
         // back once (`self` is forgotten).
         drop(unsafe { Arc::from_raw(ptr.as_ptr()) });
+    }
+
+    /// The driver answered a put with 0 that the module could not confirm
+    /// (rust/nvidia/probe.rs): the pin may still be armed.  The reference
+    /// waits in the tombstone for the callback, the registration is let go
+    /// (its free callback will find nothing to revoke), and the tombstone
+    /// is counted.
+    pub(crate) fn park(self) {
+        STATS.tombstone_armed();
+        self.park_quietly();
+    }
+
+    /// [`CallbackRef::park`] without counting (a probe's own pin).
+    pub(super) fn park_quietly(self) {
+        // SAFETY: `ptr` owns a reference (type invariant): the tombstone
+        // lives at least until `self` is given back.
+        let tomb = unsafe { self.ptr.as_ref() };
+        let mut s = tomb.state.lock();
+        let reg = s.reg.take();
+        s.parked = Some(self);
+        drop(s);
+        drop(reg);
     }
 }
 
@@ -154,21 +282,23 @@ pub(crate) struct Armed {
 ///
 /// Only the driver calls it, as the free callback given to
 /// `nvidia_p2p_get_pages` with the `data` made by [`CallbackRef::arm`] for
-/// `R`: at most once per pin, never after the pin was released.
+/// `R`: at most once per pin, and only while the pin is armed (before its
+/// release; the driver tears the pin down with the callback).
 unsafe extern "C" fn free_callback<R: Revocable>(data: *mut c_void) {
     if data.is_null() {
         return;
     }
-    // The driver calls back only for a pin still armed, with its `data` (the
-    // function's safety section); a `Disarmed` for an armed pin is made only
-    // by the `Revoked` below.
-    // SAFETY: `data` is a `CallbackRef<R>`, keeping `R` alive until then.
-    let reg = unsafe { &*data.cast::<R>() };
+    // The pin is armed (the function's safety section), so its reference
+    // was not given back: a `Disarmed` for it is made only when the driver
+    // will not call back any more, and a put the module could not confirm
+    // parks the reference in the tombstone instead.
+    // SAFETY: `data` is a `CallbackRef<R>`'s tombstone, alive until then.
+    let tomb = unsafe { &*data.cast::<Tombstone<R>>() };
     let ran = CallbackRan {
         data: data as usize,
     };
-    let revoked = reg.revoke(ran);
-    // The reference is given back last, after every use of `reg`, from
+    let revoked = tomb.fire(ran);
+    // The reference is given back last, after every use of `tomb`, from
     // the module's work queue: it may be the last reference on the module,
     // and module unload waits for that queue, so no code of ours runs
     // after it is gone (here, the driver would return into our code).

@@ -3,14 +3,19 @@
 //! Releasing a registration's pin: the put from `put_pages` or `release`,
 //! through the pin gate for a revocable pin, and what a failed put leaves.
 
+use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
 use kernel::prelude::*;
 
 use crate::glue;
 use crate::logic::state::{Action, State};
-use crate::nvidia::{Disarmed, PageTable, Unpin};
+use crate::nvidia::{PageTable, Unpin, Unpinned};
 use crate::stats::{ErrorKind, STATS};
 
 use super::{Mode, PeerMr};
+
+/// Whether the first tombstone was reported (once per load).
+static TOMBSTONE_SAID: AtomicBool = AtomicBool::new(false);
 
 impl PeerMr {
     /// Releases the pin (put_pages, or release of a pin never given back).
@@ -67,19 +72,48 @@ impl PeerMr {
             return;
         };
         match unpinned {
-            Ok(disarmed) => {
-                let mut inner = self.inner.lock();
-                // `unpin_end`: the callback did not take its reference (it
-                // did not run, and now never will).
-                let callback = if inner.state.unpin_end() {
+            Ok(Unpinned::Persistent) => {
+                if self.inner.lock().state.unpin_end() {
                     STATS.unpinned(self.range.len());
-                    inner.callback.take()
-                } else {
-                    None
+                }
+            }
+            Ok(Unpinned::Answered(answered)) => {
+                // The driver answered 0: released, or not found for this
+                // process (its RM client is gone: the pin stays armed).
+                let confirmed =
+                    self.client
+                        .nvidia
+                        .confirm_put(answered, self.range.start(), &self.client.gate);
+                let mut inner = self.inner.lock();
+                // `unpin_end`: the callback did not take its reference.
+                if !inner.state.unpin_end() {
+                    return;
+                }
+                STATS.unpinned(self.range.len());
+                let Some(cb) = inner.callback.take() else {
+                    return;
                 };
-                drop(inner);
-                if let (Some(cb), Some(proof)) = (callback, disarmed) {
-                    cb.release(proof);
+                match confirmed {
+                    // It never will.
+                    Ok(proof) => {
+                        drop(inner);
+                        cb.release(proof);
+                    }
+                    // It may still come: the tombstone waits for it (parked
+                    // under our lock, which a callback racing with this
+                    // takes before it looks for a parked reference).
+                    Err(_) => {
+                        cb.park();
+                        drop(inner);
+                        if !TOMBSTONE_SAID.swap(true, Relaxed) {
+                            pr_warn!(
+                                "a pin was put by a process that no longer reaches its memory \
+                                 (its RM client is gone, e.g. an MPS client that exited): \
+                                 kept as a tombstone until the owner frees the memory \
+                                 (said once; debugfs stats: tombstones)\n"
+                            );
+                        }
+                    }
                 }
             }
             Err(Unpin::Foreign(table)) => {
@@ -127,7 +161,7 @@ impl PeerMr {
     /// The put of a persistent pin, tried again twice after a failure
     /// (the driver's failures are transient: -ENOMEM, a busy state): no
     /// callback will ever release it otherwise.
-    fn unpin_persistent(&self, table: PageTable) -> core::result::Result<Option<Disarmed>, Unpin> {
+    fn unpin_persistent(&self, table: PageTable) -> core::result::Result<Unpinned, Unpin> {
         let mut result = self.client.nvidia.unpin(table);
         for delay_ms in [10, 100] {
             match result {
@@ -148,7 +182,7 @@ impl PeerMr {
     fn unpin_unless_revoked(
         &self,
         table: PageTable,
-    ) -> Option<core::result::Result<Option<Disarmed>, Unpin>> {
+    ) -> Option<core::result::Result<Unpinned, Unpin>> {
         if self.inner.lock().state != State::Unpinning {
             table.forget();
             return None;

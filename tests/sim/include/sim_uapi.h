@@ -98,6 +98,18 @@ struct nvsim_hook {
 	__u32 reserved;
 };
 
+/* REGISTER_PID, as an MPS server does for its clients: process `pid` may
+ * pin and put the allocation holding `va` (it joins the P2P object's client
+ * list) until its own RM client is destroyed -- in the simulator, until a
+ * control file that process opened is closed, as at its exit.  Its pins
+ * then stay armed and its puts find nothing (return 0).  Any process may
+ * issue it (the bench stands in for the server's control call). */
+struct nvsim_share {
+	__u64 va;
+	__u32 pid;
+	__u32 reserved;
+};
+
 /* The latency model's own cost of one pin + one DMA map (and their
  * release) of `pages` 64 KiB pages, as the driver charges it (module
  * parameters lat_*): run in the caller's context, one step after the
@@ -118,6 +130,7 @@ struct nvsim_cost {
 #define NVSIM_IOC_RESET		_IO('N', 6)	/* zero counters, re-arm WARN_ONCEs */
 #define NVSIM_IOC_HOOK		_IOW('N', 7, struct nvsim_hook)
 #define NVSIM_IOC_COST		_IOWR('N', 8, struct nvsim_cost)
+#define NVSIM_IOC_SHARE		_IOW('N', 9, struct nvsim_share)
 
 /* --- peer_core_sim ------------------------------------------------------- */
 
@@ -229,6 +242,7 @@ static_assert(sizeof(struct nvsim_alloc) == 24);
 static_assert(sizeof(struct nvsim_free) == 8);
 static_assert(sizeof(struct nvsim_fault) == 16);
 static_assert(sizeof(struct nvsim_delay) == 8);
+static_assert(sizeof(struct nvsim_share) == 16);
 static_assert(sizeof(struct pcsim_sge) == 16);
 static_assert(sizeof(struct pcsim_times) == 40);
 static_assert(sizeof(struct pcsim_reg) == 184);

@@ -7,19 +7,21 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
-use crate::bindings::{nvsim_alloc, nvsim_delay, nvsim_fault, nvsim_free};
+use crate::bindings::{nvsim_alloc, nvsim_delay, nvsim_fault, nvsim_free, nvsim_share};
 use crate::entry::SimFile;
 use crate::lock::API;
 use crate::memory::Layout;
 use crate::sys;
 use crate::text::Text;
-use crate::violation;
+use crate::violation::{self, Event};
 
 static NEXT_CONTEXT: AtomicU64 = AtomicU64::new(1);
 
-/// An open control file.
+/// An open control file: the calling process's RM client.
 pub(crate) struct Context {
     id: u64,
+    /// The process that opened it (RM's `ProcID` of the client).
+    opener: u32,
 }
 
 impl SimFile for Context {
@@ -27,6 +29,7 @@ impl SimFile for Context {
     fn new() -> Self {
         Self {
             id: NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed),
+            opener: sys::current_tgid(),
         }
     }
 
@@ -62,6 +65,11 @@ impl Context {
         r
     }
 
+    /// REGISTER_PID on the allocation holding `va` (see `nvsim_share`).
+    pub(crate) fn share(&self, arg: &nvsim_share) -> Result {
+        API.state().share(arg.va, arg.pid)
+    }
+
     /// Arms fault injection.
     pub(crate) fn fault(&self, arg: &nvsim_fault) -> Result {
         API.state().set_fault(arg.site, arg.count, arg.err)
@@ -80,6 +88,19 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        // The RM client is destroyed: its process leaves every P2P object's
+        // client list first (`rmclientDestruct` calls
+        // `CliUnregisterFromThirdPartyP2P` before freeing anything); the
+        // pins it made on other processes' memory stay armed.
+        let left = API.lock().state().remove_client_pid(self.opener);
+        if left > 0 {
+            Event::ClientPidRemoved.count();
+            pr_info!(
+                "the RM client of process {} was destroyed: it left {} P2P client list(s); its pins there stay armed\n",
+                self.opener,
+                left
+            );
+        }
         let freed = API.lock().free_ctx(self.id);
         if freed > 0 {
             sys::notify_core_freed();

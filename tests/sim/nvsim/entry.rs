@@ -13,7 +13,7 @@ use kernel::prelude::*;
 
 use crate::bindings::{
     nvidia_p2p_dma_mapping, nvidia_p2p_free_callback_t, nvidia_p2p_page_table, nvsim_alloc,
-    nvsim_cost, nvsim_delay, nvsim_fault, nvsim_free, nvsim_hook, pci_dev, sim_range,
+    nvsim_cost, nvsim_delay, nvsim_fault, nvsim_free, nvsim_hook, nvsim_share, pci_dev, sim_range,
     NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING,
 };
 use crate::gpu::PinArgs;
@@ -526,6 +526,17 @@ unsafe extern "C" fn nvsim_rs_ioctl_fault(context: *mut c_void, arg: *mut nvsim_
 unsafe extern "C" fn nvsim_rs_ioctl_delay(context: *mut c_void, arg: *mut nvsim_delay) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { with_ctx(context, arg, |c, a| c.delay(a)) }
+}
+
+/// `NVSIM_IOC_SHARE`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_share(context: *mut c_void, arg: *mut nvsim_share) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.share(a)) }
 }
 
 /// `NVSIM_IOC_HOOK`.

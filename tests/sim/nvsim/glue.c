@@ -35,6 +35,7 @@ union sim_ioctl_arg {
 	struct sim_text text;
 	struct nvsim_hook hook;
 	struct nvsim_cost cost;
+	struct nvsim_share share;
 };
 #include "../common/sim_glue.c"
 
@@ -352,6 +353,7 @@ static int sim_ioctl_call(void *ctx, unsigned int cmd, union sim_ioctl_arg *u)
 	case NVSIM_IOC_RESET: return sim_rs_ioctl_reset(ctx);
 	case NVSIM_IOC_HOOK: return nvsim_rs_ioctl_hook(ctx, &u->hook);
 	case NVSIM_IOC_COST: return nvsim_rs_ioctl_cost(ctx, &u->cost);
+	case NVSIM_IOC_SHARE: return nvsim_rs_ioctl_share(ctx, &u->share);
 	default: return -ENOTTY;
 	}
 }

@@ -69,6 +69,7 @@ int nvsim_rs_ioctl_alloc(void *context, struct nvsim_alloc *arg);
 int nvsim_rs_ioctl_free(void *context, struct nvsim_free *arg);
 int nvsim_rs_ioctl_fault(void *context, struct nvsim_fault *arg);
 int nvsim_rs_ioctl_delay(void *context, struct nvsim_delay *arg);
+int nvsim_rs_ioctl_share(void *context, struct nvsim_share *arg);
 int nvsim_rs_ioctl_hook(void *context, struct nvsim_hook *arg);
 int nvsim_rs_ioctl_cost(void *context, struct nvsim_cost *arg);
 

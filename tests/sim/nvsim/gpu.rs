@@ -42,11 +42,21 @@ pub(crate) struct Alloc {
     pub(crate) va_live: bool,
     pub(crate) pins: u32,
     pub(crate) persistent: u32,
+    /// Other processes on the P2P object's client list (REGISTER_PID, as
+    /// an MPS server adds its clients): they may pin and put this memory
+    /// until their own RM client is destroyed (`remove_client_pid`).
+    pub(crate) clients: KVec<u32>,
 }
 
 impl Alloc {
     pub(crate) fn contains(&self, va: u64) -> bool {
         va >= self.va && va - self.va < self.len
+    }
+
+    /// Whether process `tgid` reaches this memory through its P2P object:
+    /// the owner, or a process on the object's client list.
+    pub(crate) fn reachable_by(&self, tgid: u32) -> bool {
+        tgid == self.owner || self.clients.contains(&tgid)
     }
 }
 
@@ -236,9 +246,41 @@ impl StateGuard<'_> {
             va_live: true,
             pins: 0,
             persistent: 0,
+            clients: KVec::new(),
         };
         self.allocs.insert(a)?;
         Ok(va)
+    }
+
+    /// REGISTER_PID: process `pid` joins the client list of the live
+    /// allocation holding `va` (`third_party_p2p_ctrl.c`).
+    pub(crate) fn share(&mut self, va: u64, pid: u32) -> Result {
+        if pid == 0 {
+            return Err(EINVAL);
+        }
+        let idx = self
+            .allocs
+            .find(|a| a.va_live && a.contains(va))
+            .ok_or(EINVAL)?;
+        let a = self.allocs.get_mut(idx).ok_or(EINVAL)?;
+        if !a.reachable_by(pid) {
+            a.clients.push(pid, GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
+    /// The RM client of process `pid` was destroyed (its control file was
+    /// closed): `pid` leaves every allocation's client list, as
+    /// `CliUnregisterFromThirdPartyP2P` does, while the pins it made stay
+    /// armed with their callbacks.  Returns how many lists it left.
+    pub(crate) fn remove_client_pid(&mut self, pid: u32) -> usize {
+        let mut n = 0;
+        for (_, a) in self.allocs.iter_mut() {
+            let before = a.clients.len();
+            a.clients.retain(|p| *p != pid);
+            n += before - a.clients.len();
+        }
+        n
     }
 
     /// Module unload: reports pins still held, then frees everything.

@@ -90,11 +90,13 @@ impl StateGuard<'_> {
             .allocs
             .find(|a| a.va_live && a.contains(args.va))
             .ok_or(EINVAL)?;
-        let (a_va, a_len, a_owner) = match self.allocs.get(idx) {
-            Some(a) => (a.va, a.len, a.owner),
+        let (a_va, a_len, a_owner, reachable) = match self.allocs.get(idx) {
+            Some(a) => (a.va, a.len, a.owner, a.reachable_by(owner)),
             None => return Err(EINVAL),
         };
-        if a_owner != owner {
+        // A process on the P2P object's client list (an MPS client) pins
+        // the owner's memory as its own (`thirdpartyp2pIsValidClientPid`).
+        if !reachable || sys::current_is_kthread() {
             // The VA is only valid in its owner's CUDA context.  A process
             // asking for another's VA gets what the real driver answers (not
             // found: EINVAL); a client calling from a kernel thread, outside
@@ -245,12 +247,16 @@ impl StateGuard<'_> {
                     // process's RM clients: from another process or a
                     // kernel thread it finds nothing, returns 0, and the
                     // pin and its free callback stay armed.  Processes on
-                    // the P2P object's client list (MPS clients:
-                    // `client_pids`) are not another process.
-                    let owner = self.allocs.get(pin_alloc).map_or(0, |a| a.owner);
+                    // the P2P object's client list (MPS clients: REGISTER_PID,
+                    // or every pin's with `client_pids`) are not another
+                    // process -- until their RM client is destroyed, which
+                    // takes them off the list and leaves their pins armed.
+                    let (owner, reachable) = self.allocs.get(pin_alloc).map_or((0, false), |a| {
+                        (a.owner, a.reachable_by(sys::current_tgid()))
+                    });
                     let tgid = sys::current_tgid();
-                    let listed = tgid != owner && sys::param::is_client_pid(tgid);
-                    if sys::current_is_kthread() || (tgid != owner && !listed) {
+                    let listed = reachable || sys::param::is_client_pid(tgid);
+                    if sys::current_is_kthread() || !listed {
                         Event::ForeignPut.count();
                         pr_info!(
                             "nvidia_p2p_put_pages of VA {:#x} (process {}) from {} {}: not this process's pin, ignored\n",

@@ -62,11 +62,12 @@ impl StateGuard<'_> {
         Ok(())
     }
 
-    /// The DMA address of byte `va` of process `tgid`'s GPU memory.
+    /// The DMA address of byte `va` of GPU memory process `tgid` reaches
+    /// (its own, or shared with it by REGISTER_PID).
     pub(crate) fn translate(&self, tgid: u32, va: u64) -> Result<u64> {
         let idx = self
             .allocs
-            .find(|a| a.va_live && a.owner == tgid && a.contains(va))
+            .find(|a| a.va_live && a.reachable_by(tgid) && a.contains(va))
             .ok_or(ENOENT)?;
         let a = self.allocs.get(idx).ok_or(ENOENT)?;
         let off = va - a.va;

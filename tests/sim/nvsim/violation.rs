@@ -5,119 +5,58 @@
 //! `common/violation.rs` does), the per-function call counters and the
 //! driver's event counters.
 
-use core::ffi::CStr;
-use core::fmt;
-
+#[macro_use]
 #[path = "../common/violation.rs"]
 mod common;
 pub(crate) use common::{ViolationKind, Violations};
 
 use crate::counters::Counters;
 
-/// A contract violation a client can commit against the NVIDIA P2P API.
-#[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub(crate) enum Kind {
-    /// VA or length not a multiple of 64 KiB (or length 0).
-    Misaligned,
-    /// The VA belongs to another process's GPU memory (or a kernel thread
-    /// called for a process's VA).
-    ForeignVa,
-    /// `nvidia_p2p_get_pages` without a free callback.
-    NullCallback,
-    /// `put_pages` called from inside a free callback (the real driver
-    /// deadlocks on its own lock).
-    PutInCallback,
-    /// Any other locked API function called from inside a free callback.
-    ApiInCallback,
-    /// A page table or mapping used after its free callback returned.
-    UseAfterFreeCallback,
-    /// A page table or mapping used after the client released it.
-    UseAfterPut,
-    /// A page table or mapping released twice.
-    DoublePut,
-    /// A pointer the simulator never handed out.
-    UnknownObject,
-    /// `put_pages` while DMA mappings of the table are still live.
-    PutBeforeUnmap,
-    /// `dma_map_pages`/`dma_unmap_pages` with a peer that is not a PCI device.
-    NonPciPeer,
-    /// `dma_unmap_pages` with a different peer than the mapping's.
-    WrongPeer,
-    /// Invalid arguments: NULL out-pointers, non-zero token or VA space,
-    /// persistent flags, a VA that does not match the table.
-    BadArgs,
-    /// A call waited `callback_timeout_ms` for the API lock held across a
-    /// free callback: the callback waits for that call (a deadlock).
-    CallbackDeadlock,
-    /// Pins still outstanding when the driver is unloaded.
-    PinsAtUnload,
-    /// A free callback returned while a `dma_unmap_pages` of the pin's
-    /// mapping was still in flight: the driver frees what the unmap uses.
-    UnmapInFlightAtFree,
-    /// A `put_pages` of a table the driver freed after its free callback,
-    /// whose address a newer pin of the same process now has: the driver
-    /// finds pins by the table pointer alone and releases that other pin.
-    PutReleasedOtherPin,
-}
-
-/// Every kind, in counter order.
-pub(crate) const KINDS: [Kind; 17] = [
-    Kind::Misaligned,
-    Kind::ForeignVa,
-    Kind::NullCallback,
-    Kind::PutInCallback,
-    Kind::ApiInCallback,
-    Kind::UseAfterFreeCallback,
-    Kind::UseAfterPut,
-    Kind::DoublePut,
-    Kind::UnknownObject,
-    Kind::PutBeforeUnmap,
-    Kind::NonPciPeer,
-    Kind::WrongPeer,
-    Kind::BadArgs,
-    Kind::CallbackDeadlock,
-    Kind::PinsAtUnload,
-    Kind::UnmapInFlightAtFree,
-    Kind::PutReleasedOtherPin,
-];
-
-impl ViolationKind for Kind {
-    const ALL: &'static [Self] = &KINDS;
-
-    fn index(self) -> usize {
-        self as usize
+violation_kinds! {
+    /// A contract violation a client can commit against the NVIDIA P2P API.
+    pub(crate) enum Kind {
+        /// VA or length not a multiple of 64 KiB (or length 0).
+        Misaligned => c"misaligned",
+        /// The VA belongs to another process's GPU memory (or a kernel thread
+        /// called for a process's VA).
+        ForeignVa => c"foreign_va",
+        /// `nvidia_p2p_get_pages` without a free callback.
+        NullCallback => c"null_callback",
+        /// `put_pages` called from inside a free callback (the real driver
+        /// deadlocks on its own lock).
+        PutInCallback => c"put_in_callback",
+        /// Any other locked API function called from inside a free callback.
+        ApiInCallback => c"api_in_callback",
+        /// A page table or mapping used after its free callback returned.
+        UseAfterFreeCallback => c"use_after_free_callback",
+        /// A page table or mapping used after the client released it.
+        UseAfterPut => c"use_after_put",
+        /// A page table or mapping released twice.
+        DoublePut => c"double_put",
+        /// A pointer the simulator never handed out.
+        UnknownObject => c"unknown_object",
+        /// `put_pages` while DMA mappings of the table are still live.
+        PutBeforeUnmap => c"put_before_unmap",
+        /// `dma_map_pages`/`dma_unmap_pages` with a peer that is not a PCI device.
+        NonPciPeer => c"non_pci_peer",
+        /// `dma_unmap_pages` with a different peer than the mapping's.
+        WrongPeer => c"wrong_peer",
+        /// Invalid arguments: NULL out-pointers, non-zero token or VA space,
+        /// persistent flags, a VA that does not match the table.
+        BadArgs => c"bad_args",
+        /// A call waited `callback_timeout_ms` for the API lock held across a
+        /// free callback: the callback waits for that call (a deadlock).
+        CallbackDeadlock => c"callback_deadlock",
+        /// Pins still outstanding when the driver is unloaded.
+        PinsAtUnload => c"pins_at_unload",
+        /// A free callback returned while a `dma_unmap_pages` of the pin's
+        /// mapping was still in flight: the driver frees what the unmap uses.
+        UnmapInFlightAtFree => c"unmap_in_flight_at_free",
+        /// A `put_pages` of a table the driver freed after its free callback,
+        /// whose address a newer pin of the same process now has: the driver
+        /// finds pins by the table pointer alone and releases that other pin.
+        PutReleasedOtherPin => c"put_released_other_pin",
     }
-
-    fn name(self) -> &'static CStr {
-        match self {
-            Kind::Misaligned => c"misaligned",
-            Kind::ForeignVa => c"foreign_va",
-            Kind::NullCallback => c"null_callback",
-            Kind::PutInCallback => c"put_in_callback",
-            Kind::ApiInCallback => c"api_in_callback",
-            Kind::UseAfterFreeCallback => c"use_after_free_callback",
-            Kind::UseAfterPut => c"use_after_put",
-            Kind::DoublePut => c"double_put",
-            Kind::UnknownObject => c"unknown_object",
-            Kind::PutBeforeUnmap => c"put_before_unmap",
-            Kind::NonPciPeer => c"non_pci_peer",
-            Kind::WrongPeer => c"wrong_peer",
-            Kind::BadArgs => c"bad_args",
-            Kind::CallbackDeadlock => c"callback_deadlock",
-            Kind::PinsAtUnload => c"pins_at_unload",
-            Kind::UnmapInFlightAtFree => c"unmap_in_flight_at_free",
-            Kind::PutReleasedOtherPin => c"put_released_other_pin",
-        }
-    }
-}
-
-/// The violation counters.
-pub(crate) static VIOLATIONS: Violations<Kind, { KINDS.len() }> = Violations::new();
-
-/// Records one violation: counter, log line, WARN (once per kind).
-pub(crate) fn report(kind: Kind, what: fmt::Arguments<'_>) {
-    VIOLATIONS.report(kind, what);
 }
 
 /// An API function, for the call counters.
@@ -181,48 +120,24 @@ impl Call {
     }
 }
 
-/// An event the driver counts (not a violation).
-#[derive(Clone, Copy)]
-#[repr(usize)]
-pub(crate) enum Event {
-    /// A non-persistent put_pages from a process other than the pinning
-    /// one (or a kernel thread): ignored, the pin stays armed.
-    ForeignPut,
-    /// A cudaFree freed what a dma_map_pages in its unlocked prologue or
-    /// epilogue was using (the driver's own hazard, not the client's).
-    MapRacedFree,
-    /// ... and a newer pin got the freed table's address meanwhile: the
-    /// driver mapped that pin for the caller, or linked the caller's
-    /// mapping into it (counted with `MapRacedFree` too).
-    MapNewerPin,
-    /// A free hook ran.
-    HookFree,
-}
-
-/// Every event with its name, in counter order.
-pub(crate) const EVENTS: [(Event, &str); 4] = [
-    (Event::ForeignPut, "foreign_puts"),
-    (Event::MapRacedFree, "map_raced_free"),
-    (Event::MapNewerPin, "map_newer_pin"),
-    (Event::HookFree, "hook_frees"),
-];
-
-static EVENT_COUNTS: Counters<{ EVENTS.len() }> = Counters::new();
-
-impl Event {
-    /// Counts one event.
-    pub(crate) fn count(self) {
-        EVENT_COUNTS.add(self as usize);
-    }
-
-    /// The events counted so far.
-    pub(crate) fn get(self) -> u64 {
-        EVENT_COUNTS.get(self as usize)
-    }
-
-    /// Zeroes the counter.
-    pub(crate) fn reset(self) {
-        EVENT_COUNTS.clear(self as usize);
+counted_events! {
+    /// An event the driver counts (not a violation).
+    pub(crate) enum Event in EVENTS, EVENT_COUNTS {
+        /// A non-persistent put_pages from a process other than the pinning
+        /// one (or a kernel thread): ignored, the pin stays armed.
+        ForeignPut => "foreign_puts",
+        /// A cudaFree freed what a dma_map_pages in its unlocked prologue or
+        /// epilogue was using (the driver's own hazard, not the client's).
+        MapRacedFree => "map_raced_free",
+        /// ... and a newer pin got the freed table's address meanwhile: the
+        /// driver mapped that pin for the caller, or linked the caller's
+        /// mapping into it (counted with `MapRacedFree` too).
+        MapNewerPin => "map_newer_pin",
+        /// A free hook ran.
+        HookFree => "hook_frees",
+        /// A process's RM client was destroyed while it was on a P2P object's
+        /// client list: it left the list(s), its pins stayed armed.
+        ClientPidRemoved => "client_pids_removed",
     }
 }
 

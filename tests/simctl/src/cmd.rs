@@ -175,6 +175,17 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
             out(format!("freed va={:#x}", arg.va));
             Ok(None)
         }
+        "share" => {
+            let mut arg = NvsimShare {
+                va: number(a.first(), "gpu share VA PID")?,
+                pid: number(a.get(1), "gpu share VA PID")? as u32,
+                reserved: 0,
+            };
+            dev.ioctl(g, NVSIM_IOC_SHARE, &mut arg)
+                .map_err(os("gpu share"))?;
+            out(format!("shared va={:#x} pid={}", arg.va, arg.pid));
+            Ok(None)
+        }
         "fault" => {
             let site = match a.first().map(String::as_str) {
                 Some("get_pages") => FAULT_GET_PAGES,
@@ -237,7 +248,9 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
             .map_err(os("gpu reset")),
         "stats" => stats(dev, g, None, out),
         "get" => stats(dev, g, a.first(), out),
-        _ => Err(usage("gpu alloc|free|fault|delay|hook|stats|get|reset")),
+        _ => Err(usage(
+            "gpu alloc|free|share|fault|delay|hook|stats|get|reset",
+        )),
     }
 }
 

@@ -75,6 +75,14 @@ pub struct NvsimDelay {
     pub reserved: u32,
 }
 
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct NvsimShare {
+    pub va: u64,
+    pub pid: u32,
+    pub reserved: u32,
+}
+
 pub const NVSIM_IOC_ALLOC: u64 = iowr::<NvsimAlloc>(b'N', 1);
 pub const NVSIM_IOC_FREE: u64 = iow::<NvsimFree>(b'N', 2);
 pub const NVSIM_IOC_FAULT: u64 = iow::<NvsimFault>(b'N', 3);
@@ -111,6 +119,7 @@ pub struct NvsimCost {
 }
 
 pub const NVSIM_IOC_COST: u64 = iowr::<NvsimCost>(b'N', 8);
+pub const NVSIM_IOC_SHARE: u64 = iow::<NvsimShare>(b'N', 9);
 
 pub const STEP_NONE: u32 = 0;
 pub const STEP_AFTER_ACQUIRE: u32 = 1;
@@ -249,6 +258,7 @@ const _: () = {
     assert!(size_of::<PcsimReg>() == 184);
     assert!(size_of::<PcsimDereg>() == 40);
     assert!(size_of::<NvsimCost>() == 40);
+    assert!(size_of::<NvsimShare>() == 16);
     assert!(size_of::<NvsimHook>() == 16);
     assert!(size_of::<PcsimHandle>() == 8);
     assert!(size_of::<PcsimQuery>() == 24);
@@ -267,6 +277,7 @@ mod tests {
         assert_eq!(PCSIM_IOC_REG, 0xc0b8_5001);
         assert_eq!(PCSIM_IOC_DEREG_TIMED, 0xc028_5008);
         assert_eq!(NVSIM_IOC_COST, 0xc028_4e08);
+        assert_eq!(NVSIM_IOC_SHARE, 0x4010_4e09);
         assert_eq!(NVSIM_IOC_HOOK, 0x4010_4e07);
         assert_eq!(PCSIM_IOC_DMA_CHECK, 0x4008_5003);
     }

@@ -39,13 +39,23 @@ long=$(printf 'n%.0s' $(seq 70))
 fails_with "a 70-character client name: EINVAL" 'Invalid' insmod "$KO" peer_client_name=$long
 check "... and the log says why" grep -q 'peer_client_name must be 1 to 63 printable characters' <(log_since params)
 
+# no_name_advice MARK... -- no log line since the marks recommends setting
+# peer_client_name (a client under another name loads and serves nothing
+# while another client registered first).
+no_name_advice() {
+  local m
+  ! for m; do log_since "$m"; done | grep -q 'peer_client_name'
+}
+
 # A client of the same name is already registered (nvidia-peermem, say):
 # this core (memory_peers=1) refuses the name.
 check "another client registers as nv_mem" sim_client good name=nv_mem
 log_mark dup
 fails_with "duplicate client name refused by the core: EBUSY" 'busy' insmod "$KO"
-check "... the log points at nvidia-peermem / nv_peer_mem" \
-  grep -qE "refused the client name 'nv_mem': it is probably taken by nvidia-peermem or nv_peer_mem" <(log_since dup)
+check "... the log says another client holds the name: unload it" \
+  grep -qE "refused the client name 'nv_mem': another loaded peer-memory client holds it .*unload that client first" <(log_since dup)
+check "... and recommends no other name (it would load and serve nothing)" \
+  no_name_advice dup
 rmmod simclient_good
 
 # auto with the persistent API: persistent.
@@ -87,11 +97,17 @@ check "rmmod both" bash -c "rmmod peermem_rs && rmmod simclient_good"
 check "nv_peer_mem (a competitor, client nv_mem) loads" insmod "$MODS/nv_peer_mem.ko" unmaps=0
 log_mark comp
 fails_with "peermem_rs after nv_peer_mem: EBUSY (the core would accept it)" 'busy' insmod "$KO"
-check "... the log names the competitor's module" \
-  grep -q "peermem_rs: the client name 'nv_mem' is taken by the loaded module nv_peer_mem" <(log_since comp)
-check "... another peer_client_name loads beside it (as a core with memory_peers allows)" \
-  insmod "$KO" peer_client_name=gdr_test
-check "rmmod both" bash -c "rmmod peermem_rs && rmmod nv_peer_mem"
+check "... the log names the competitor's module and says to unload it" \
+  grep -q "peermem_rs: the loaded module nv_peer_mem .* is a peer-memory client: .*unload it first (rmmod nv_peer_mem)" <(log_since comp)
+# Under any other name the core would ask nv_peer_mem first for every GPU
+# range (registration order, whatever the names): refused as well, and no
+# line recommends a name change.
+log_mark comp2
+fails_with "... peer_client_name=x after it: EBUSY as well (it would never be asked)" 'busy' insmod "$KO" peer_client_name=x
+check "... the log names nv_peer_mem again" grep -q "peermem_rs: the loaded module nv_peer_mem" <(log_since comp2)
+check "... no line recommends setting peer_client_name" \
+  no_name_advice comp comp2
+check "rmmod nv_peer_mem" rmmod nv_peer_mem
 # The competitor loaded after us: the core accepts it, and asks it only
 # for what we decline (registration order).
 check "peermem_rs, then nv_peer_mem: the core accepts the second nv_mem" \
@@ -106,13 +122,13 @@ if [ -f "$MODS/nvidia_peermem.ko" ]; then
   log_mark copy1
   fails_with "peermem_rs beside it: EBUSY" 'busy' insmod "$KO"
   check "... the log names nvidia_peermem" \
-    grep -q "peermem_rs: the client name 'nv_mem' is taken by the loaded module nvidia_peermem" <(log_since copy1)
+    grep -q "peermem_rs: the loaded module nvidia_peermem " <(log_since copy1)
   check "rmmod nvidia_peermem" rmmod nvidia_peermem
   check "peermem_rs first" insmod "$KO"
   log_mark copy2
   fails_with "nvidia_peermem.ko after it: EBUSY" 'busy' insmod "$MODS/nvidia_peermem.ko"
   check "... the log names peermem_rs" \
-    grep -q "nvidia_peermem: the client name 'nv_mem' is taken by the loaded module peermem_rs" <(log_since copy2)
+    grep -q "nvidia_peermem: the loaded module peermem_rs " <(log_since copy2)
   check "rmmod peermem_rs" rmmod peermem_rs
 else
   bad "no $MODS/nvidia_peermem.ko"
@@ -123,7 +139,7 @@ check "refuse_duplicate_names=1: an nv_mem client of an unknown module" sim_clie
 log_mark knob
 fails_with "peermem_rs: the core refuses the name (EBUSY)" 'busy' insmod "$KO"
 check "... the log says the core refused it" \
-  grep -qE "refused the client name 'nv_mem': it is probably taken by nvidia-peermem or nv_peer_mem" <(log_since knob)
+  grep -qE "refused the client name 'nv_mem': another loaded peer-memory client holds it" <(log_since knob)
 rmmod simclient_good
 param peer_core_sim refuse_duplicate_names 0
 check "zero contract violations" sim_check

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What a revocable put that returned 0 proves ([`PutAnswered`]), and the
+//! probe that confirms it where it can be doubted.
+//!
+//! RM answers a non-persistent put with 0 both when it released the pin and
+//! when it found no such pin among the calling process's P2P objects
+//! (nv-p2p.c `nv_p2p_put_pages` turns `NV_ERR_OBJECT_NOT_FOUND` into
+//! success).  A process leaves those objects' client lists when its RM
+//! client is destroyed (rmapi/client.c `rmclientDestruct` ->
+//! third_party_p2p.c `CliUnregisterFromThirdPartyP2P`), while the pins it
+//! made on memory another client owns (an MPS server's, shared with it by
+//! REGISTER_PID) stay armed: their callbacks come at the owner's free.
+//!
+//! At process exit the nvidia descriptors may be released before the verbs
+//! one, so a put from an exiting process is confirmed by a probe: a
+//! one-page pin of the same memory from the same process.  It succeeds only
+//! if the process still reaches the memory through a P2P object, so the put
+//! (made just before, by the same thread) found and released the pin; the
+//! probe's own pin is then put at once.  In an exiting process no other
+//! thread is left to destroy its RM client between these calls.  A put
+//! from a live process is trusted: only the process itself destroys its RM
+//! client while it lives (README: what no client can close).
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::glue;
+use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
+use crate::pin_gate::PinGate;
+
+use super::{CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Revocable, Revoked, Tombstone};
+
+/// The driver answered a revocable pin's put with 0: the pin was released,
+/// or the driver did not find it for the calling process (then it stays
+/// armed).
+///
+/// # Invariants
+///
+/// `data` is the callback `data` of the pin that was put.
+pub(crate) struct PutAnswered {
+    pub(super) data: usize,
+}
+
+/// Why a put could not be confirmed: the reference must stay parked.
+pub(crate) struct Unconfirmed;
+
+/// What a probe's pin revokes: nothing (its reference is parked from the
+/// start, where the callback finds it).
+struct Probe;
+
+impl Revocable for Probe {
+    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<Self>) -> Revoked<Self> {
+        tomb.revoke_parked(ran)
+            .unwrap_or_else(|ran| Revoked::new(None, ran))
+    }
+}
+
+impl NvidiaP2p {
+    /// The proof that the pin put with `answered` will not call back, when
+    /// the module can give it: always for a live process, after a probe of
+    /// `va` (the pin's first GPU page) for an exiting one.
+    pub(crate) fn confirm_put(
+        &self,
+        answered: PutAnswered,
+        va: u64,
+        gate: &PinGate,
+    ) -> core::result::Result<Disarmed, Unconfirmed> {
+        if glue::current_exiting() && !self.still_reaches(va, gate) {
+            return Err(Unconfirmed);
+        }
+        // A live process: its RM client is destroyed only by itself (its
+        // close of the nvidia descriptors, its context teardown), and a
+        // put answered 0 for a pin it made, by the process that made it,
+        // is a release otherwise.  An exiting one: the probe found the
+        // memory reachable after the put, and nothing between the two
+        // calls of this thread destroys the RM client (module docs above).
+        // SAFETY: by the above the put released the pin: the driver
+        // unregistered its callback under its lock, so it will not call
+        // back with `data` any more.
+        Ok(unsafe { Disarmed::new(answered.data) })
+    }
+
+    /// Whether the calling process still reaches `va` through a P2P object:
+    /// pins one GPU page there and puts it again.
+    fn still_reaches(&self, va: u64, gate: &PinGate) -> bool {
+        let Ok(range) = GpuRange::covering(va, GPU_PAGE_SIZE) else {
+            return false;
+        };
+        let Ok(probe) = Arc::new(Probe, GFP_KERNEL) else {
+            return false;
+        };
+        let Ok((cb, armed)) = CallbackRef::arm(probe) else {
+            return false;
+        };
+        // The reference waits in the tombstone from the start: a callback
+        // during the probe takes it from there.
+        let tomb = cb.tombstone();
+        cb.park_quietly();
+        let table = match gate.pin(|| self.pin_revocable(&range, armed)) {
+            Ok(table) => table,
+            Err((_, proof)) => {
+                // Not reachable (or gone).  Without a proof (a success
+                // without a table) the reference stays parked.
+                if let (Some(proof), Some(cb)) = (proof, tomb.take_parked()) {
+                    cb.release(proof);
+                }
+                return false;
+            }
+        };
+        let put = gate.use_table(|_| {
+            // A callback meanwhile took the reference: the driver freed the
+            // table and its address may be another pin's.
+            if !tomb.parked() {
+                table.forget();
+                return None;
+            }
+            Some(self.unpin(table))
+        });
+        if let Some(Ok(super::Unpinned::Answered(answered))) = put {
+            if let Some(cb) = tomb.take_parked() {
+                // SAFETY: the probe pin was made by this thread a moment
+                // ago, so this process reached it; its put by the same
+                // thread, with nothing between that destroys the RM client
+                // (module docs), released it: no callback any more.
+                cb.release(unsafe { Disarmed::new(answered.data) });
+            }
+        }
+        // A failed put leaves the probe's reference parked (its pin may be
+        // armed): it is given back by the callback.
+        true
+    }
+}

@@ -1,0 +1,86 @@
+#!/bin/bash
+# module-mps-exit (issue 24, item 1): a put that returns 0 is no proof that
+# the free callback is gone.  RM answers 0 both for "released" and for "not
+# found among this process's P2P objects"; a process leaves the client list
+# of a P2P object it was added to (REGISTER_PID, as an MPS server does for
+# its clients) when its RM client is destroyed, while the pins it made stay
+# armed (open-gpu-kernel-modules: rmapi/client.c -> third_party_p2p.c
+# CliUnregisterFromThirdPartyP2P; nv-p2p.c nv_p2p_put_pages).  At exit the
+# nvidia descriptor can be released before the verbs one: the client's put
+# then "succeeds", and the owner's later cudaFree calls the callback of
+# the pin.  The module must keep what that callback needs (a tombstone, with
+# its module reference: rmmod refused) until it ran; in the other exit
+# order the put really releases the pin and nothing may stay behind.
+. "${vmstage:-/peermem}/vm/lib.sh"
+. "$CASES/module-common.inc"
+
+REFCNT=/sys/module/peermem_rs/refcnt
+check "providers + peermem_rs mode=invalidate" pm_up mode=invalidate || finish
+
+VA=0x500000000000
+OWNER_GO=/tmp/mps.owner.go
+CLIENT_GO=/tmp/mps.client.go
+
+# refcnt_settles N -- the module's reference count reaches N within 3 s
+# (a callback's references are given back from the module's work queue).
+refcnt_settles() {
+  local i
+  for i in $(seq 30); do
+    [ "$(cat $REFCNT)" = "$1" ] && return 0
+    sleep 0.1
+  done
+  echo "refcnt $(cat $REFCNT), expected $1" >&2; return 1
+}
+
+# mps ORDER ARMED -- an owner process allocates at $VA and shares it with a
+# client process (gpu share), which registers it and is killed (exit with
+# both control files open).  ORDER: the files the client opens, first to
+# last; the kernel releases them last to first at exit (task_work runs
+# LIFO), so "core gpu" releases the RM client (gpu) before the verbs file.
+# ARMED: whether the client's pin is still armed after its exit (1) or
+# was released by its put (0).
+mps() {
+  local order=$1 armed=$2 first second
+  read -r first second <<< "$order"
+  rm -f $OWNER_GO $CLIENT_GO
+  "$SIMCTL" run "A=gpu alloc 2M fragmented:2 --at $VA; echo ALLOCATED; until 1200000 read $OWNER_GO; echo PINS-BEFORE-FREE; gpu get pins; gpu free \$A; echo PINS-AFTER-FREE; gpu get pins" > /tmp/mps.owner.out 2>&1 & local owner=$!
+  if ! wait_line /tmp/mps.owner.out '^ALLOCATED' $owner; then
+    bad "$order: the owner did not allocate"; cat /tmp/mps.owner.out; return 1
+  fi
+  "$SIMCTL" run "open $first; open $second; until 1200000 read $CLIENT_GO; H=core reg $VA 2M; echo REGISTERED; sleep 3600000" > /tmp/mps.client.out 2>&1 & local client=$!
+  check "$order: the owner shares its memory with the client (REGISTER_PID)" "$SIMCTL" gpu share $VA $client
+  : > $CLIENT_GO
+  if ! wait_line /tmp/mps.client.out '^REGISTERED' $client; then
+    bad "$order: the client did not register"; cat /tmp/mps.client.out
+  fi
+  kill -9 $client; wait $client 2>/dev/null
+  sed 's/^/    client: /' /tmp/mps.client.out
+  check "$order: the client's exit took it off the client list" test "$(gpu_get client_pids_removed)" = 1
+  check "$order: the client's pin is $([ $armed = 1 ] && echo 'still armed' || echo released) after its exit" \
+    test "$(gpu_get pins)" = $armed
+  if grep -q '^tombstones ' "$STATS"; then
+    check "$order: tombstones $armed" test "$(pm_stat tombstones)" = $armed
+  fi
+  if [ $armed = 1 ]; then
+    check "$order: peermem_rs keeps its module reference while the callback may come (rmmod refused)" \
+      test "$(cat $REFCNT)" -ge 1
+    fails_with "$order: rmmod is refused" 'in use' rmmod peermem_rs
+  fi
+  : > $OWNER_GO
+  wait $owner; local r=$?
+  sed 's/^/    owner: /' /tmp/mps.owner.out
+  check "$order: the owner's cudaFree ran" test $r = 0
+  check "$order: no pin left after the owner's cudaFree" \
+    test "$(sed -n '/^PINS-AFTER-FREE/{n;p}' /tmp/mps.owner.out)" = 0
+  check "$order: no module reference left" refcnt_settles 0
+  if grep -q '^tombstones ' "$STATS"; then
+    check "$order: no tombstone left" test "$(pm_stat tombstones)" = 0
+  fi
+  "$SIMCTL" gpu reset > /dev/null
+}
+
+mps "core gpu" 1
+mps "gpu core" 0
+no_leaks
+check "unload (nothing holds the module any more)" pm_down
+finish
