@@ -117,7 +117,7 @@ fi
 # the tree's Makefile (VERSION, PATCHLEVEL), else from KVER.
 kv=$(sed -nE 's/^VERSION = ([0-9]+)$/\1/p; s/^PATCHLEVEL = ([0-9]+)$/.\1/p' "$KDIR/Makefile" 2>/dev/null | tr -d '\n')
 case $kv in [0-9]*.[0-9]*) ;; *) kv=$(echo "$KVER" | sed -nE 's/^([0-9]+\.[0-9]+).*/\1/p');; esac
-if [ -n "$kv" ] && [ "${kv%%.*}" -lt 6 -o \( "${kv%%.*}" = 6 -a "${kv#*.}" -lt 19 \) ] 2>/dev/null; then
+if [ -n "$kv" ] && { [ "${kv%%.*}" -lt 6 ] || { [ "${kv%%.*}" = 6 ] && [ "${kv#*.}" -lt 19 ]; }; } 2>/dev/null; then
   case $DISTRO in
     ubuntu) r="boot Ubuntu 26.04's generic kernel (7.0; apt install linux-generic) or, on 24.04, the 7.0 HWE kernel (apt install linux-generic-hwe-24.04)";;
     debian) r=$(debian_kernel_remedy "install the backports kernel, ");;

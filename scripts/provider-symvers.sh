@@ -185,7 +185,7 @@ symvers_on_disk() {
 resolve() {
   local what=$1 sym ko disk gen kcrc name
   if [ "$what" = core ]; then sym=$CORE_SYM; else sym=$NV_SYM; fi
-  SRC= WHY=
+  SRC='' WHY=''
   ko=$(installed_provider $sym)
   disk=$(symvers_on_disk "$what")
   if [ -z "$ko" ]; then

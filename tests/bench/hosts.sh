@@ -69,6 +69,7 @@ qre() { printf '%s' "$1" | sed 's/[][\.*^$+?(){}|/]/\\&/g'; }
 # --- a copy-on-write view of the chroot -------------------------------------
 # ov_new NAME: a fresh upper layer; ov CMD...: CMD in the chroot through it.
 ov_new() { OV=$WORK/$1; mkdir -p "$OV/up" "$OV/work" "$OV/mnt"; }
+# shellcheck disable=SC2016 # expanded by the inner sh
 ov() {
   unshare --mount --propagation private -- sh -c '
     r=$1 ov=$2; shift 2
@@ -126,14 +127,15 @@ rm -rf "$ROOT$PS"; mkdir -p "$ROOT$PS"
     rsync -a --from0 --files-from=- ./ "$ROOT$PS/" )
 out=$(in_root sh -c "cd $PS && dpkg-buildpackage -A -us -uc 2>&1") ||
   { echo "$out" | tail -20; bad "dpkg-buildpackage -A of peermem-rs-dkms"; exit 1; }
-DKMS_DEB=$(cd "$ROOT$PS/.." && ls -t peermem-rs-dkms_"$VERSION"*_all.deb | head -1)
+DKMS_DEB=$(cd "$ROOT$PS/.." && find . -maxdepth 1 -name "peermem-rs-dkms_${VERSION}*_all.deb" -printf '%f\n' | sort -V | tail -n1)
 cp "$ROOT$PS/../$DKMS_DEB" "$ROOT$DEBS/"; rm -f "$ROOT$PS/../"peermem-rs*.{deb,buildinfo,changes}
 
 # stage LAYOUT -- the modules of the view's KVER the VM case needs, under
 # <stage>/hosts/LAYOUT/lib/modules/KVER (modules.dep's paths are relative).
 stage() {
-  local d=$ROOT$H/$1/lib/modules/$KVER m=$OV/mnt
+  local d=$ROOT$H/$1/lib/modules/$KVER
   mkdir -p "$d"
+  # shellcheck disable=SC2016 # expanded by the inner sh
   unshare --mount --propagation private -- sh -c '
     r=$1 ov=$2 k=$3 d=$4
     mount -t overlay overlay -o "lowerdir=$r,upperdir=$ov/up,workdir=$ov/work" "$ov/mnt" || exit 1
@@ -141,7 +143,6 @@ stage() {
     for s in updates kernel/nvidia-580-open kernel/doca-ofed-3.4 kernel/drivers/infiniband/core/peer_core_sim.ko.zst; do
       [ -e "$s" ] || continue; mkdir -p "$d/$(dirname "$s")"; cp -a "$s" "$d/$(dirname "$s")/"
     done' sh "$ROOT" "$OV" "$KVER" "$d"
-  : "$m"
 }
 
 # --- Ubuntu 26.04 -----------------------------------------------------------
@@ -260,6 +261,7 @@ check "nvidia-kernel: ... its __versions hold the providers' CRCs (nvidia_p2p_ge
   test "$(awk '$2 == "nvidia_p2p_get_pages" { print $1 }' <<< "$vers")/$(awk '$2 == "ib_register_peer_memory_client" { print $1 }' <<< "$vers")" = "$NV1/$CORE"
 stage nvidia-kernel
 mkdir -p "$ROOT$H/nvidia-kernel/src"
+# shellcheck disable=SC2016 # expanded by the inner sh
 unshare --mount --propagation private -- sh -c '
   mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/up,workdir=$2/work" "$2/mnt" && cp "$2/mnt/tmp/src/peermem_rs.ko" "$3/"' \
   sh "$ROOT" "$OV" "$ROOT$H/nvidia-kernel/src"
