@@ -242,6 +242,7 @@ ov sh -ec '
   zstd -q -o $d/peer_core_sim.ko.zst $mods/peer_core_sim.ko
   cat $cs >> $kb/Module.symvers && rm -f $cs
   depmod -a $k' sh "$KVER" "$KB" "$MODS" "$H/core.symvers.tmp"
+rm -f "$ROOT$H/core.symvers.tmp"
 out=$(ov dpkg -i "$DEBS/${NVPKG}_580.1_amd64.deb" 2>&1) || { echo "$out" | tail; bad "nvidia-kernel: the NVIDIA package installs"; }
 ex=$(ov sh -c "cd /tmp && $PS/scripts/provider-symvers.sh explain $KVER" 2>&1 || true)
 printf '    | %s\n' "${ex//$'\n'/$'\n'    | }"
