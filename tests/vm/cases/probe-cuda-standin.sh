@@ -42,6 +42,7 @@ check "check JSON: peer memory and dma-buf not_available on rxe0" bash -c \
 
 # bench: GPU memory is allocated; registering it is refused by the kernel.
 B="--iters 3 --sizes 64K --bw-sizes 64K --bw-iters 10"
+log_mark bench
 # shellcheck disable=SC2086 # B is a list of options
 out=$(timeout 300 "$P" bench $B 2>&1); r=$?
 echo "$out"
@@ -52,15 +53,20 @@ check "bench: ... with EFAULT: the kernel cannot pin device memory" grep -qE 'ib
 check "bench: ... because this kernel has no peer-memory interface" grep -q 'this kernel has no peer-memory interface' <<<"$out"
 check "bench: gpu->gpu write FAIL (its buffers could not be registered)" grep -qE '^gpu->gpu +write +64 KiB .*FAIL' <<<"$out"
 check "bench: exit 1 (got $r)" test "$r" = 1
+check "bench: the kernel refused to pin it (rxe_reg_user_mr: -14, EFAULT)" grep -q 'rxe_reg_user_mr: returned err = -14' <(log_since bench)
 # shellcheck disable=SC2086
-out=$(timeout 300 "$P" bench $B --alloc cuMemCreate 2>&1); r=$?
+out=$(timeout 300 "$P" bench $B --alloc cumemcreate 2>&1); r=$?
 echo "$out"
-check "bench --alloc cuMemCreate: GPU ibv_reg_mr FAIL with EFAULT" \
+check "bench --alloc cumemcreate: cuMemCreate memory allocated" grep -q '^RDMA device rxe0, GPU 0 (peermem-rs bench GPU stand-in, .*) (cuMemCreate memory)$' <<<"$out"
+check "bench --alloc cumemcreate: GPU ibv_reg_mr FAIL with EFAULT" \
   bash -c 'grep -qE "^gpu +ibv_reg_mr +64 KiB +FAIL" <<<"$1" && grep -qE "ibv_reg_mr.*(EFAULT|Bad address)" <<<"$1"' _ "$out"
+check "bench --alloc cumemcreate: exit 1 (got $r)" test "$r" = 1
 # shellcheck disable=SC2086
-out=$(timeout 300 "$P" bench $B --dmabuf 2>&1); r=$?
+out=$(timeout 300 "$P" --verbose bench $B --dmabuf 2>&1); r=$?
 echo "$out"
-check "bench --dmabuf: GPU dma-buf registration FAIL" grep -qE '^gpu +dma-buf +64 KiB +FAIL' <<<"$out"
+check "bench --dmabuf: the export asks for the PCIe mapping, then (a 12.4 driver) the default" \
+  grep -q 'dma-buf export with the PCIe mapping flag: cuMemGetHandleForAddressRange failed: CUDA_ERROR_INVALID_VALUE (1); retrying without' <<<"$out"
+check "bench --dmabuf: GPU dma-buf registration FAIL (the export worked)" grep -qE '^gpu +dma-buf +64 KiB +FAIL' <<<"$out"
 check "bench --dmabuf: ... rxe0 has no dma-buf MR support (EOPNOTSUPP)" grep -q 'no dma-buf MR support' <<<"$out"
 check "bench --dmabuf: exit 1 (got $r)" test "$r" = 1
 check "rdma link delete" rxe_down rxe0
