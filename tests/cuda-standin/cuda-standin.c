@@ -21,6 +21,11 @@
  * stand-in"; its PCI bus id is PEERMEM_CUDA_STANDIN_BDF, else the first
  * PCI function in sysfs.  The driver version is 12.4, which rejects the
  * dma-buf PCIe mapping flag (CUDA 12.8+) as a 12.4 driver does.
+ *
+ * Gentler than the real driver in one way: the CPU can touch this memory
+ * (cuMemcpy is a memcpy through the mapping), where cuMemAlloc memory has
+ * no CPU mapping; peermem-probe touches GPU memory only through cuMemcpy,
+ * so none of its verdicts depend on that.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
