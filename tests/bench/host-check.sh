@@ -4,7 +4,8 @@
 # user, with the host's own Rust toolchain (cargo >= 1.85 on PATH or in
 # ~/.cargo/bin): no root, no chroot, no VM.
 #   cargo test of rust/logic (the module's pure logic), userspace (peermem-probe)
-#   and tests/simctl; rustfmt --check of the module's sources; tests/hw/selftest.sh.
+#   and tests/simctl; peermem-probe with the libcuda stand-in (tests/cuda-standin);
+#   rustfmt --check of the module's sources; tests/hw/selftest.sh.
 # The last line is "N passed, N failed, N skipped"; exit 1 on any failure.
 # CARGO_TARGET_DIR (default build/host-target) holds the builds.
 set -uo pipefail
@@ -37,6 +38,24 @@ for d in rust/logic userspace tests/simctl; do
     [ "$f" = 0 ] || failures+=("cargo test $d")
   done <<< "$counts"
 done
+
+# The libcuda stand-in of the bench (tests/cuda-standin, the VM case
+# probe-cuda-standin): it builds, and cudarc's loader in peermem-probe takes
+# it (every name it resolves exists) and lists its GPU.
+echo "== tests/cuda-standin: peermem-probe loads the libcuda stand-in"
+if ! command -v "${CC:-cc}" >/dev/null || [ ! -e /usr/include/linux/udmabuf.h ]; then
+  echo "no C compiler or no linux/udmabuf.h (linux-libc-dev): skipped"; skipped=$((skipped + 1))
+else
+  # peermem-probe check exits non-zero on a host without RDMA device: its
+  # CUDA lines are what counts here.
+  out=$(bash "$TOP/tests/cuda-standin/build.sh" "$CARGO_TARGET_DIR/cuda-standin" 2>&1 &&
+        LD_LIBRARY_PATH=$CARGO_TARGET_DIR/cuda-standin timeout 60 "$CARGO_TARGET_DIR/debug/peermem-probe" check 2>&1)
+  if grep -q '^CUDA: driver API 12\.4$' <<< "$out" && grep -q '^GPU 0: peermem-rs bench GPU stand-in at ' <<< "$out"; then
+    grep -E '^(CUDA|GPU 0):' <<< "$out"; passed=$((passed + 1))
+  else
+    echo "$out" | head -20; failed=$((failed + 1)); failures+=("cuda-standin")
+  fi
+fi
 
 echo "== rustfmt --check rust/peermem_rs.rs"
 if command -v rustfmt >/dev/null && rustfmt --edition 2021 --check "$TOP/rust/peermem_rs.rs"; then

@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: GPL-2.0
 # tests/hw/selftest.sh -- tests of tests/hw/validate.sh without hardware:
 # stand-ins for nvidia-smi, modprobe, modinfo, rmmod, perftest and
-# peermem-probe on PATH, and a fake /sys (PEERMEM_SYSFS), so that each
-# verdict of the script is seen to come out: the dry run runs nothing,
-# peermem-rs passes the identity test and NVIDIA's module fails it, a
-# perftest without CUDA stops the run with the build recipe, the client
-# retries until its server is up and gives up after --wait, and the
-# bandwidth criteria (write >= ratio: FAIL below; read: WARN below).
+# peermem-probe on PATH, and a fake /sys (PEERMEM_SYSFS) with the module's
+# debugfs stats, so that each verdict of the script is seen to come out: the
+# dry run runs nothing and lists what the host lacks, peermem-rs passes the
+# identity test (modinfo version, binding, srcversion) and NVIDIA's module or
+# a stale build fails it, a perftest without CUDA stops the run with the
+# build recipe, the client retries until its server is up and gives up after
+# --wait, only the GPU side gets --use_cuda, the bandwidth criteria (into
+# GPU >= ratio: FAIL below; out of GPU: WARN below), and the module's
+# counters (a GPU run it did not count, or did not release, fails).
 #   selftest.sh            prints "ok - ..." / "FAIL - ..." and a count; exit 1 on a failure
 # shellcheck disable=SC2016 # the stand-ins' and bash -c's code is single-quoted on purpose
 set -uo pipefail
@@ -25,13 +28,19 @@ expect() { # expect DESC CMD...
 }
 
 # Every stand-in logs its call to $ST/calls. Behaviour comes from files in
-# $ST: kind (ours|nvidia), cuda (yes|no), bw.<op>.<mem> (Gbit/s),
-# refuse (the client never connects), late (failed connects before one works).
+# $ST: kind (ours|nvidia|nobinding: peermem-rs's parameters without its
+# modinfo binding), cuda (yes|no), bw.<op>.<mem> (Gbit/s), refuse (the
+# client never connects), late (failed connects before one works), nocount
+# (GPU runs bypass the module: its counters stay), leak (a registration is
+# never released), stale (the loaded module is another build than the file),
+# fver (the file's version, default this checkout's).
 stub() { printf '#!/bin/bash\necho "%s $*" >> %s/calls\n%s\n' "$1" "$ST" "$2" > "$B/$1"; chmod +x "$B/$1"; }
 stub nvidia-smi "echo 'GPU 0: NVIDIA H100 (UUID: GPU-0)'; [ -e $ST/two ] && echo 'GPU 1: NVIDIA H100 (UUID: GPU-1)'; true"
 # all_reduce_perf: $ST/nccl is "peermem" (a client NCCL sees: GDRDMA always)
 # or "dmabuf" (no client: GDRDMA only while NCCL may use dma-buf).
-stub all_reduce_perf "mode=\$(cat $ST/nccl)
+stub all_reduce_perf "mode=\$(cat $ST/nccl) stats=\$PEERMEM_SYSFS/kernel/debug/nvidia_peermem/stats
+if [ \$mode = peermem ] && [ \"\${NCCL_DMABUF_ENABLE:-1}\" = 0 ] && [ ! -e $ST/nocount ]; then
+  awk '\$1 == \"registrations\" {\$2 += 4} {print}' \$stats > \$stats.new && mv \$stats.new \$stats; fi
 if [ \$mode = peermem ] || [ \"\${NCCL_DMABUF_ENABLE:-1}\" != 0 ]; then
   echo \"NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'\"
   [ \$mode = dmabuf ] && echo 'NCCL INFO DMA-BUF is available on GPU device 0'
@@ -42,19 +51,34 @@ else
 fi"
 stub ibv_devinfo 'echo "hca_id: $2"'
 stub peermem-probe 'exit 0'
+VERSION=$(cat "$(dirname "$V")/../../VERSION")
 stub modprobe "[ \"\$1\" = nvidia_peermem ] || exit 0
-kind=\$(cat $ST/kind); d=$T/sys/module/nvidia_peermem; mkdir -p \$d/parameters; echo 0.1.0 > \$d/version
-if [ \$kind = ours ]; then echo auto > \$d/parameters/mode; echo nv_mem > \$d/parameters/peer_client_name
-else echo 1 > \$d/parameters/persistent_api_support; echo 0 > \$d/parameters/peerdirect_support; fi"
-stub rmmod "rm -rf $T/sys/module/\$1"
-stub modinfo "case \$1 in -n) echo /lib/modules/test/updates/dkms/nvidia_peermem.ko;;
--F) if [ \$(cat $ST/kind) = ours ]; then printf 'peer_client_name:Name\nmode:auto\n'; else printf 'peerdirect_support:x\npersistent_api_support:y\n'; fi;; esac"
+kind=\$(cat $ST/kind); d=$T/sys/module/nvidia_peermem; mkdir -p \$d/parameters; echo $VERSION > \$d/version
+if [ \$kind = nvidia ]; then echo 1 > \$d/parameters/persistent_api_support; echo 0 > \$d/parameters/peerdirect_support; echo NVSRC > \$d/srcversion
+else echo auto > \$d/parameters/mode; echo nv_mem > \$d/parameters/peer_client_name
+  if [ -e $ST/stale ]; then echo OLDSRC > \$d/srcversion; else echo RSSRC > \$d/srcversion; fi
+  mkdir -p $T/sys/kernel/debug/nvidia_peermem; printf 'client nv_mem\nmode persistent\nlive_registrations 0\nregistrations 7\n' > $T/sys/kernel/debug/nvidia_peermem/stats; fi"
+stub rmmod "rm -rf $T/sys/module/\$1 $T/sys/kernel/debug/\$1"
+stub modinfo "kind=\$(cat $ST/kind)
+case \$1.\${2:-} in -n.*) echo /lib/modules/test/updates/dkms/nvidia_peermem.ko;;
+-F.parm) if [ \$kind = nvidia ]; then printf 'peerdirect_support:x\npersistent_api_support:y\n'; else printf 'peer_client_name:Name\nmode:auto\n'; fi;;
+-F.version) if [ \$kind = nvidia ]; then echo 550.163.01; else cat $ST/fver 2>/dev/null || echo $VERSION; fi;;
+-F.binding) [ \$kind = ours ] && echo 'crc: /usr/src/nvidia-550/Module.symvers /usr/src/ofed/Module.symvers'; true;;
+-F.srcversion) if [ \$kind = nvidia ]; then echo NVSRC; else echo RSSRC; fi;; esac"
+# id -u: root (not logged: the dry run may look it up).
+printf '#!/bin/bash\necho 0\n' > "$B/id"; chmod +x "$B/id"
 perftest='op=$(basename "$0")
 [ "$1" = --help ] && { echo "Usage: $op [options]"; [ "$(cat ST/cuda)" = yes ] && echo "      --use_cuda=<cuda device id>"; exit 0; }
 mem=host; size=0; for a in "$@"; do case $a in --use_cuda=*) mem=gpu;; esac; done
 while [ $# -gt 0 ]; do case $1 in -s) size=$2; shift 2;; -d|-p) shift 2;; -*) shift;; *) host=$1; shift;; esac; done
+stats=$PEERMEM_SYSFS/kernel/debug/nvidia_peermem/stats
+if [ $mem = gpu ] && [ "$(cat ST/cuda)" = yes ] && [ -e "$stats" ] && [ ! -e ST/nocount ]; then   # the module registers the GPU buffer
+  awk -v leak="$([ -e ST/leak ] && echo 1 || echo 0)" '\''$1 == "registrations" {$2++} $1 == "live_registrations" && leak {$2++} {print}'\'' "$stats" > "$stats.new" && mv "$stats.new" "$stats"; fi
 if [ -z "${host:-}" ]; then   # server: wait for the client to finish, at most 10 s
-  for _ in $(seq 100); do [ -e ST/done ] && break; sleep 0.1; done; rm -f ST/done; exit 0; fi
+  echo $mem > ST/srvmem
+  for _ in $(seq 100); do [ -e ST/done ] && break; sleep 0.1; done; rm -f ST/done ST/srvmem; exit 0; fi
+for _ in $(seq 20); do [ -e ST/srvmem ] && break; sleep 0.05; done   # a local server: the run is GPU if either side is
+[ "$(cat ST/srvmem 2>/dev/null)" = gpu ] && mem=gpu
 [ -e ST/refuse ] && { echo "Couldnt connect to $host:18515"; exit 1; }
 n=$(cat ST/tries 2>/dev/null || echo 0); n=$((n + 1)); echo $n > ST/tries
 [ $n -le "$(cat ST/late 2>/dev/null || echo 0)" ] && { echo "Couldnt connect to $host:18515"; exit 1; }
@@ -67,7 +91,7 @@ touch ST/done'
 for op in ib_write_bw ib_read_bw; do stub "$op" "${perftest//ST/$ST}"; done
 
 setup() { # setup KIND CUDA HOST-W GPU-W HOST-R GPU-R [LATE]
-  rm -rf "${T:?}/sys" "${ST:?}"/*; mkdir -p "$T/sys/class/infiniband/mlx5_0"
+  rm -rf "${T:?}/sys" "${ST:?}"/*; mkdir -p "$T/sys/class/infiniband/mlx5_0" "$T/sys/module/nvidia" "$T/sys/kernel/debug/tracing"
   echo "$1" > "$ST/kind"; echo "$2" > "$ST/cuda"
   echo "$3" > "$ST/bw.ib_write_bw.host"; echo "$4" > "$ST/bw.ib_write_bw.gpu"
   echo "$5" > "$ST/bw.ib_read_bw.host"; echo "$6" > "$ST/bw.ib_read_bw.gpu"
@@ -80,7 +104,7 @@ setup ours yes 100 100 100 100
 out=$(val --dry-run --nccl --peer 192.0.2.2); rc=$?
 expect "dry run: exit 0" test $rc = 0
 expect "dry run: nothing executed" test ! -s "$ST/calls"
-for re in '^PLAN' '^PASS CRITERIA' 'parameters/\{mode,peer_client_name\}' 'GPU-memory bandwidth >= 0.90 x' \
+for re in '^PLAN' '^PASS CRITERIA' 'parameters/\{mode,peer_client_name\}' 'GPU bandwidth >= 0.90 x the same' \
           'ratio below 0.90 is a WARN' 'GPU Direct RDMA Enabled' '/GDRDMA' '^\+ modprobe nvidia_peermem' \
           '^\+ ib_write_bw --help \| grep -- --use_cuda' 'git clone https://github.com/linux-rdma/perftest' \
           'CUDA_H_PATH=' 'ARGS="--serve' 'ib_read_bw .*--use_cuda=0 192\.0\.2\.2 .*retried' 'all_reduce_perf'; do
@@ -95,9 +119,17 @@ expect "healthy host: exit 0 (got $rc)" test $rc = 0 || echo "$out" | tail -30
 expect "identity PASS: the loaded module is peermem-rs" grep -q 'PASS: the loaded nvidia_peermem is peermem-rs 0.1.0, mode=auto, client nv_mem' <<< "$out"
 expect "identity PASS: modprobe loads peermem-rs" grep -q 'PASS: modprobe nvidia_peermem loads peermem-rs' <<< "$out"
 expect "perftest PASS: --use_cuda" grep -q 'PASS: ib_write_bw has --use_cuda' <<< "$out"
-expect "write 1 MiB: ratio 0.95 PASS" grep -qE '^ib_write_bw +1048576 +11\.88 +12\.50 +0\.95 +PASS' <<< "$out"
-expect "write 4 KiB: reported only" grep -qE '^ib_write_bw +4096 .*reported only' <<< "$out"
-expect "read 1 MiB: ratio 0.50 WARN, not FAIL" grep -qE '^ib_read_bw +1048576 .* 0\.50 +WARN' <<< "$out"
+expect "into GPU 1 MiB: ratio 0.95 PASS" grep -qE '^into_GPU +ib_write_bw +1048576 +11\.88 +12\.50 +0\.95 +PASS' <<< "$out"
+expect "into GPU 4 KiB: reported only" grep -qE '^into_GPU +ib_write_bw +4096 .*reported only' <<< "$out"
+expect "out of GPU 1 MiB: ratio 0.50 WARN, not FAIL" grep -qE '^out_of_GPU +ib_read_bw +1048576 .* 0\.50 +WARN' <<< "$out"
+expect "only the GPU side gets --use_cuda: the loopback server" \
+  test "$(grep -cE '^ib_(write|read)_bw -d mlx5_0 -s [0-9]+ -p 18515 -F --report_gbits --use_cuda=0$' "$ST/calls")" = 6
+expect "... and never the client (the host-memory sender/receiver)" bash -c '! grep -q -- "--use_cuda=0 127.0.0.1" "$1"' _ "$ST/calls"
+expect "counters: each GPU run went through peermem-rs" \
+  test "$(grep -c 'PASS: ib_.*server gpu memory: through peermem-rs (1 registration(s), all released)' <<< "$out")" = 6
+expect "identity PASS: modinfo version and binding" grep -qF "PASS: modprobe nvidia_peermem loads peermem-rs $VERSION (/lib/modules/test/updates/dkms/nvidia_peermem.ko), binding crc: " <<< "$out"
+expect "identity PASS: the loaded module is the file (srcversion)" grep -q 'client nv_mem, srcversion RSSRC' <<< "$out"
+expect "counters readable" grep -q 'PASS: the module.s counters are readable' <<< "$out"
 expect "summary: 0 failures, 2 warnings" grep -q 'validate: 0 failure(s), 2 warning(s)' <<< "$out"
 expect "the client retried until its server answered (2 tries per run)" \
   test "$(grep -c '^ib_write_bw .*127\.0\.0\.1$' "$ST/calls")" = 12
@@ -107,7 +139,7 @@ setup ours yes 100 50 100 100
 out=$(val --sizes 65536); rc=$?
 expect "slow GPU writes: exit 1" test $rc = 1
 expect "slow GPU writes: the FAIL names the size and the criterion" \
-  grep -q 'FAIL: ib_write_bw 65536 bytes: GPU 6.25 GB/s vs host 12.50 GB/s (criterion: GPU >= 0.90 x host' <<< "$out"
+  grep -q 'FAIL: into GPU (ib_write_bw) 65536 bytes: GPU 6.25 GB/s vs host 12.50 GB/s (criterion: GPU >= 0.90 x host' <<< "$out"
 
 # 4. NVIDIA's nvidia_peermem loaded and installed: identity FAILs.
 setup nvidia yes 100 100 100 100
@@ -164,6 +196,55 @@ out=$(val --sizes 65536 --nccl); rc=$?
 expect "dma-buf-only NCCL log: exit 1 (got $rc)" test $rc = 1
 expect "dma-buf-only NCCL log: FAIL" grep -q "FAIL: NCCL: no 'GPU Direct RDMA Enabled' line" <<< "$out"
 expect "dma-buf-only NCCL log: says NCCL would take dma-buf" grep -q 'NCCL would take dma-buf' <<< "$out"
+
+# 11. The module's counters did not move over the GPU runs (the buffer was
+#     registered some other way): FAIL, whatever the bandwidth.
+setup ours yes 100 100 100 100; touch "$ST/nocount"
+out=$(val --sizes 65536); rc=$?
+expect "counters still: exit 1 (got $rc)" test $rc = 1
+expect "counters still: FAIL names the run and the counter" \
+  grep -q 'FAIL: ib_write_bw 65536 bytes, client host memory, server gpu memory: peermem-rs counted no registration (registrations 7 -> 7)' <<< "$out"
+expect "counters still: the table says why" grep -qE '^into_GPU +ib_write_bw +65536 .*FAIL \(not through peermem-rs: counters\)' <<< "$out"
+expect "counters still: 2 failures (one per GPU run)" grep -q 'validate: 2 failure(s)' <<< "$out"
+touch "$ST/two"; echo peermem > "$ST/nccl"
+out=$(val --sizes 65536 --nccl); rc=$?
+expect "counters still over NCCL: FAIL" grep -q 'FAIL: NCCL (NCCL_DMABUF_ENABLE=0): peermem-rs counted no registration' <<< "$out"
+
+# 12. A registration the module never released: FAIL.
+setup ours yes 100 100 100 100; touch "$ST/leak"
+out=$(val --sizes 65536); rc=$?
+expect "registration not released: exit 1" test $rc = 1
+expect "registration not released: FAIL" grep -q 'FAIL: ib_read_bw 65536 bytes, client host memory, server gpu memory: 1 registration(s) not released after the run (live_registrations 1 -> 2)' <<< "$out"
+
+# 13. Identity by modinfo: peermem-rs's parameter names without its binding
+#     field (an impostor or a build before the field) fail; a loaded build
+#     that is not the file modprobe loads fails; another version warns.
+setup nobinding yes 100 100 100 100
+out=$(val --sizes 65536); rc=$?
+expect "no modinfo binding: exit 1" test $rc = 1
+expect "no modinfo binding: FAIL says so" grep -q "which is not peermem-rs (no modinfo 'binding' field, version $VERSION" <<< "$out"
+setup ours yes 100 100 100 100; touch "$ST/stale"
+out=$(val --sizes 65536); rc=$?
+expect "stale loaded build: exit 1" test $rc = 1
+expect "stale loaded build: FAIL names both srcversions" grep -q 'FAIL: the loaded nvidia_peermem (srcversion OLDSRC) is not the file modprobe loads (.*srcversion RSSRC)' <<< "$out"
+setup ours yes 100 100 100 100; echo 0.0.9 > "$ST/fver"
+out=$(val --sizes 65536); rc=$?
+expect "other version: exit 0, a WARN (got $rc)" test $rc = 0
+expect "other version: WARN names both" grep -q "WARN: the installed peermem-rs is version '0.0.9', this checkout $VERSION" <<< "$out"
+
+# 14. The dry run lists what this host lacks (lookups only, nothing run).
+setup ours yes 100 100 100 100; rm -rf "$T/sys/module/nvidia" "$T/sys/class/infiniband/mlx5_0"
+out=$(val --dry-run --nccl); rc=$?
+expect "dry run, bare host: exit 0" test $rc = 0
+expect "dry run, bare host: nothing executed" test ! -s "$ST/calls"
+expect "dry run lists: no NVIDIA driver" grep -qE '^#   - the NVIDIA driver loaded' <<< "$out"
+expect "dry run lists: no RDMA device" grep -qE '^#   - an RDMA device' <<< "$out"
+expect "dry run prints the counters before and after each GPU run" \
+  test "$(grep -c '^+ cat /sys/kernel/debug/nvidia_peermem/stats   # \(before\|after\)' <<< "$out")" = 14
+expect "dry run prints the conditional debugfs mount" grep -qE '^\+ mount -t debugfs .*# only if' <<< "$out"
+setup ours yes 100 100 100 100; touch "$ST/two"; echo peermem > "$ST/nccl"
+out=$(val --dry-run --nccl)
+expect "dry run, complete host: every prerequisite" grep -q '^# this host has every prerequisite' <<< "$out"
 
 echo "hw selftest: $npass passed, $nfail failed"
 [ $nfail = 0 ]

@@ -11,18 +11,24 @@
 # hardware"); --dry-run prints them and every command, and runs none.
 #   1. prerequisites (driver, HCA, tools);
 #   2. identity: the nvidia_peermem that modprobe loads, and the one that is
-#      loaded, is peermem-rs (module parameters mode + peer_client_name;
-#      NVIDIA's has persistent_api_support + peerdirect_support);
+#      loaded, is peermem-rs: its own modinfo fields (version, binding; the
+#      loaded module's srcversion is the file's), and its parameters mode +
+#      peer_client_name (NVIDIA's has persistent_api_support + peerdirect_support);
 #   3. perftest has CUDA (`ib_write_bw --help` lists --use_cuda; Debian's and
 #      Ubuntu's packages do not: how to build one is printed);
 #   4. peermem-probe doctor and check;
-#   5. bandwidth: ib_write_bw / ib_read_bw, GPU memory (--use_cuda) and host
-#      memory on the same link, each message size; criteria below;
-#   6. with --nccl: NCCL all_reduce_perf and its GPU Direct RDMA lines.
-# Without --peer the bandwidth runs loop back through the same HCA. With
-# --peer HOST the servers run on HOST: start `make hwtest ARGS="--serve ..."`
-# there (same --gpu/--hca/--sizes/--port); each client run retries until
-# its server is up (--wait seconds, default 120 with --peer, 30 without).
+#   5. bandwidth, each message size: writes into GPU memory and reads out of
+#      GPU memory, only the GPU side with --use_cuda (the other side host
+#      memory), each against the same run host-to-host; the module's debugfs
+#      counters before and after each GPU run: its registrations must grow;
+#   6. with --nccl: NCCL all_reduce_perf with NCCL_DMABUF_ENABLE=0, its GPU
+#      Direct RDMA lines and the module's counters.
+# Without --peer the bandwidth runs loop back through the same HCA (the
+# server holds the GPU buffer). With --peer HOST the servers run on HOST in
+# host memory and the local client holds the GPU buffer: start
+# `make hwtest ARGS="--serve ..."` there (same --sizes/--port); each client
+# run retries until its server is up (--wait seconds, default 120 with
+# --peer, 30 without). --dry-run also lists the prerequisites this host lacks.
 set -euo pipefail
 
 DRY=no GPU=0 HCA='' PEER='' SERVE=no NCCL=no PORT=18515 WAIT='' MIN_RATIO=0.90
@@ -42,7 +48,7 @@ while [ $# -gt 0 ]; do
     --min-ratio) need "$@"; MIN_RATIO=$2; shift 2;;
     --perftest) need "$@"; PERFTEST=$2; shift 2;;
     --nccl) NCCL=yes; shift;;
-    -h|--help) sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+    -h|--help) sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
     *) echo "validate: unknown option $1 (see --help)" >&2; exit 2;;
   esac
 done
@@ -59,6 +65,10 @@ for s in $SIZES; do if ! [[ $s =~ ^[0-9]+$ ]] || [ "$s" -eq 0 ]; then bad_arg "-
 PT=${PERFTEST:+$PERFTEST/}
 # PEERMEM_SYSFS stands in for /sys (tests/hw/selftest.sh); the messages say /sys.
 SYS=${PEERMEM_SYSFS:-/sys}
+# The module's counters (rust/stats.rs; debugfs directory = module name).
+STATS=$SYS/kernel/debug/nvidia_peermem/stats
+# The version of this checkout, which the installed module should be.
+VERSION=$(cat "$(dirname "$0")/../../VERSION" 2>/dev/null || echo unknown)
 
 FAILS=0 WARNS=0
 exec 3>&1   # stdout, for what bw prints from inside $(...)
@@ -74,15 +84,32 @@ run() {
   "$@" || { fail "$*"; return 1; }
 }
 
-# The order of the bandwidth runs; the client and --serve walk the same list.
+# The bandwidth runs, "OP CLIENT-MEMORY SERVER-MEMORY SIZE" (host|gpu); the
+# client and --serve walk the same list. Only the GPU side gets --use_cuda:
+# each GPU run has a host-to-host baseline of the same operation.
+#   into GPU (the NIC writes into GPU memory): loopback, ib_write_bw from a
+#     host-memory client into the server's GPU buffer; with a peer, ib_read_bw
+#     of the peer's host memory into the local client's GPU buffer;
+#   out of GPU (the NIC reads GPU memory): loopback, ib_read_bw of the
+#     server's GPU buffer into a host-memory client; with a peer, ib_write_bw
+#     from the local client's GPU buffer into the peer's host memory.
+# gpu_run DIR -- "OP CLIENT SERVER" of the GPU run of DIR (into|outof).
+gpu_run() {
+  if [ -z "$PEER" ] && [ $SERVE = no ]; then
+    case $1 in into) echo "ib_write_bw host gpu";; outof) echo "ib_read_bw host gpu";; esac
+  else
+    case $1 in into) echo "ib_read_bw gpu host";; outof) echo "ib_write_bw gpu host";; esac
+  fi
+}
 runs() {
-  local op mem s
-  for op in ib_write_bw ib_read_bw; do
-    for mem in host gpu; do
-      for s in $SIZES; do echo "$op $mem $s"; done
-    done
+  local dir op cm sm s
+  for dir in into outof; do
+    read -r op cm sm <<< "$(gpu_run $dir)"
+    for s in $SIZES; do echo "$op host host $s"; done
+    for s in $SIZES; do echo "$op $cm $sm $s"; done
   done
 }
+dir_label() { case $1 in into) echo "into GPU";; outof) echo "out of GPU";; esac; }
 args_of() { # args_of MEM SIZE -- perftest arguments of one run
   local a=(-d "$HCA" -s "$2" -p "$PORT" -F --report_gbits)
   [ "$1" = gpu ] && a+=(--use_cuda="$GPU")
@@ -108,40 +135,49 @@ if [ $SERVE = yes ]; then
   echo "  serve the bandwidth runs of a peer's \`make hwtest ARGS=\"--peer $(uname -n) ...\"\`, in its order:"
   runs | sed 's/^/    /'
 else
-  echo "  1. prerequisites: nvidia-smi, ibv_devinfo, ${PT}ib_write_bw, ${PT}ib_read_bw, peermem-probe, modprobe, modinfo"
+  echo "  1. prerequisites: nvidia-smi, ibv_devinfo, ${PT}ib_write_bw, ${PT}ib_read_bw, peermem-probe, modprobe, modinfo, debugfs"
   echo "  2. identity: modprobe nvidia_peermem must load peermem-rs, not NVIDIA's module of the same name"
   echo "  3. perftest has CUDA: ${PT}ib_write_bw --help lists --use_cuda"
   echo "  4. peermem-probe doctor, peermem-probe check -d $HCA -g $GPU"
-  echo "  5. bandwidth on $HCA, GPU $GPU, $( [ -n "$PEER" ] && echo "servers on $PEER (run there: make hwtest ARGS=\"--serve --hca <its HCA> --gpu <its GPU> --sizes '$SIZES' --port $PORT\")" || echo "loopback through $HCA"):"
+  echo "  5. bandwidth on $HCA, GPU $GPU, $( [ -n "$PEER" ] && echo "servers on $PEER in host memory (run there: make hwtest ARGS=\"--serve --hca <its HCA> --sizes '$SIZES' --port $PORT\")" || echo "loopback through $HCA"),"
+  echo "     OP CLIENT-MEMORY SERVER-MEMORY SIZE (only the GPU side gets --use_cuda=$GPU):"
   runs | sed 's/^/     /'
   [ $NCCL = yes ] && echo "  6. NCCL all_reduce_perf with NCCL_DEBUG=INFO" || echo "  6. NCCL: not run (--nccl)"
   echo
   echo "PASS CRITERIA"
-  echo "  identity  /sys/module/nvidia_peermem/parameters/{mode,peer_client_name} exist (peermem-rs);"
-  echo "            modinfo -F parm nvidia_peermem lists peer_client_name (what modprobe would load)"
+  echo "  identity  modinfo -F binding nvidia_peermem is set (only peermem-rs has the field) and -F version is"
+  echo "            this checkout's $VERSION (else WARN); the loaded module's /sys/module/nvidia_peermem/srcversion"
+  echo "            is the file's (modinfo -F srcversion) and its parameters/{mode,peer_client_name} exist"
   echo "  perftest  ${PT}ib_write_bw --help mentions --use_cuda"
-  echo "  write     ib_write_bw (the NIC writes into the peer's buffer): GPU-memory bandwidth >= $MIN_RATIO x"
-  echo "            host-memory bandwidth at every message size >= 64 KiB; below 64 KiB reported only"
-  echo "  read      ib_read_bw (the NIC reads out of the peer's buffer): must run and report bandwidth; a GPU/host"
-  echo "            ratio below $MIN_RATIO is a WARN, not a FAIL: reads from GPU memory are limited by some"
-  echo "            CPUs/root complexes whatever the client does (docs/facts/field-notes.md)"
+  echo "  counters  /sys/kernel/debug/nvidia_peermem/stats read before and after each GPU run: 'registrations'"
+  echo "            grew (the GPU buffer was registered through peermem-rs, not dma-buf or another client)"
+  echo "            and 'live_registrations' came back (each registration released)"
+  echo "  into GPU  (the NIC writes into GPU memory, host-memory sender): GPU bandwidth >= $MIN_RATIO x the same"
+  echo "            run host-to-host at every message size >= 64 KiB; below 64 KiB reported only"
+  echo "  out of GPU (the NIC reads GPU memory, host-memory receiver): must run and report bandwidth; a"
+  echo "            GPU/host ratio below $MIN_RATIO is a WARN, not a FAIL: reads from GPU memory are limited by"
+  echo "            some CPUs/root complexes whatever the client does (docs/facts/field-notes.md)"
   [ $NCCL = yes ] && {
   echo "  NCCL      run with NCCL_DMABUF_ENABLE=0 (else NCCL's dma-buf path prints the same lines): the log has"
   echo "            'GPU Direct RDMA Enabled' (NCCL sees the client) and '/GDRDMA' (NCCL uses it); a second short"
-  echo "            run with NCCL's defaults only reports whether NCCL would have chosen dma-buf"; }
+  echo "            run with NCCL's defaults only reports whether NCCL would have chosen dma-buf; the module's"
+  echo "            'registrations' grew over the first run"; }
 fi
 
 # ---------------------------------------------------------------------------
-# bw OP MEM SIZE -- one perftest run; prints GB/s on stdout (or n/a).
+# bw OP CLIENT-MEM SERVER-MEM SIZE -- one perftest run; prints GB/s on
+# stdout (or n/a).
 bw() {
-  local op=$1 mem=$2 size=$3 server=127.0.0.1 out gbits srv='' deadline i=0
-  local -a args
-  read -ra args <<< "$(args_of "$mem" "$size")"
+  local op=$1 cm=$2 sm=$3 size=$4 server=127.0.0.1 out gbits srv='' deadline i=0 mem=host
+  local -a args sargs
+  read -ra args <<< "$(args_of "$cm" "$size")"
+  read -ra sargs <<< "$(args_of "$sm" "$size")"
+  if [ "$cm" = gpu ] || [ "$sm" = gpu ]; then mem=gpu; fi
   if [ -n "$PEER" ]; then
     server=$PEER
   else
-    echo "+ ${PT}$op ${args[*]} &" >&3
-    if [ $DRY = no ]; then "${PT}$op" "${args[@]}" > /dev/null 2>&1 & srv=$!; fi
+    echo "+ ${PT}$op ${sargs[*]} &" >&3
+    if [ $DRY = no ]; then "${PT}$op" "${sargs[@]}" > /dev/null 2>&1 & srv=$!; fi
   fi
   echo "+ ${PT}$op ${args[*]} $server   # retried until the server answers, at most ${WAIT}s" >&3
   if [ $DRY = yes ]; then echo n/a; return 0; fi
@@ -173,14 +209,39 @@ bw() {
 ratio() { if [ "$1" = n/a ] || [ "$2" = n/a ]; then echo n/a; else awk -v g="$1" -v h="$2" 'BEGIN {printf "%.2f", (h > 0 ? g / h : 0)}'; fi; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a >= b)}'; }
 
+# counters -- "registrations live_registrations" from the module's stats
+# (empty when unreadable).
+counters() {
+  awk '$1 == "registrations" {r = $2} $1 == "live_registrations" {l = $2}
+       END {if (r != "" && l != "") print r, l}' "$STATS" 2> /dev/null || true
+}
+# moved WHAT BEFORE -- the verdict on the counters over a GPU run.
+moved() {
+  local what=$1 before=$2 after r0 l0 r1 l1
+  after=$(counters)
+  if [ -z "$before" ] || [ -z "$after" ]; then
+    fail "$what: cannot read $STATS (mounted debugfs? root?): no proof the run went through peermem-rs"; return 1
+  fi
+  read -r r0 l0 <<< "$before"; read -r r1 l1 <<< "$after"
+  if [ "$r1" -le "$r0" ]; then
+    fail "$what: peermem-rs counted no registration (registrations $r0 -> $r1): the GPU buffer was not registered" \
+      "through it (dma-buf, or another peer-memory client: cat /sys/kernel/mm/memory_peers/*/version, lsmod)"; return 1
+  fi
+  if [ "$l1" -gt "$l0" ]; then
+    fail "$what: $((l1 - l0)) registration(s) not released after the run (live_registrations $l0 -> $l1)"; return 1
+  fi
+  pass "$what: through peermem-rs ($((r1 - r0)) registration(s), all released)"
+}
+stats_cmd() { echo "+ cat /sys/kernel/debug/nvidia_peermem/stats   # $1" >&3; }
+
 # --serve: the server side of a peer's run, in the same order.
 if [ $SERVE = yes ]; then
-  step "serving $(runs | wc -l) perftest runs on $HCA (GPU $GPU), port $PORT"
-  while read -r op mem size; do
-    read -ra args <<< "$(args_of "$mem" "$size")"
+  step "serving $(runs | wc -l) perftest runs on $HCA, port $PORT"
+  while read -r op cm sm size; do
+    read -ra args <<< "$(args_of "$sm" "$size")"
     echo "+ ${PT}$op ${args[*]}"
     [ $DRY = yes ] && continue
-    "${PT}$op" "${args[@]}" > /dev/null 2>&1 || fail "$op $mem $size (server)"
+    "${PT}$op" "${args[@]}" > /dev/null 2>&1 || fail "$op $sm $size (server)"
   done < <(runs)
   [ $DRY = yes ] && { echo; echo "validate: dry run: nothing was run"; exit 0; }
   echo "validate: served; $FAILS failure(s)"; [ "$FAILS" = 0 ]; exit
@@ -188,26 +249,51 @@ fi
 
 # ---------------------------------------------------------------------------
 step "1. prerequisites"
-for t in nvidia-smi ibv_devinfo "${PT}ib_write_bw" "${PT}ib_read_bw" peermem-probe modprobe modinfo; do
-  if [ $DRY = yes ]; then echo "+ command -v $t"; continue; fi
-  command -v "$t" > /dev/null || fail "$t not found"
-done
+# lacks -- what this host lacks for the run, one line each (lookups only:
+# nothing is run, so the dry run can say it too).
+lacks() {
+  local t
+  for t in nvidia-smi ibv_devinfo "${PT}ib_write_bw" "${PT}ib_read_bw" peermem-probe modprobe modinfo; do
+    command -v "$t" > /dev/null || echo "$t (not on PATH)"
+  done
+  [ $NCCL = no ] || command -v all_reduce_perf > /dev/null || echo "all_reduce_perf (nccl-tests, for --nccl)"
+  [ "$(id -u)" = 0 ] || echo "root (modprobe, rmmod, the debugfs counters)"
+  [ -n "$(find "$SYS/class/infiniband" -mindepth 1 -maxdepth 1 2> /dev/null)" ] || echo "an RDMA device (/sys/class/infiniband is empty)"
+  [ -d "$SYS/module/nvidia" ] || echo "the NVIDIA driver loaded (/sys/module/nvidia)"
+  [ -d "$SYS/kernel/debug/tracing" ] || [ -d "$SYS/kernel/debug/nvidia_peermem" ] ||
+    echo "debugfs mounted at /sys/kernel/debug (the run mounts it: mount -t debugfs none /sys/kernel/debug)"
+}
+for t in nvidia-smi ibv_devinfo "${PT}ib_write_bw" "${PT}ib_read_bw" peermem-probe modprobe modinfo; do echo "+ command -v $t"; done
+missing=$(lacks)
+if [ $DRY = yes ]; then
+  if [ -n "$missing" ]; then note "this host lacks:"; sed 's/^/#   - /' <<< "$missing"
+  else note "this host has every prerequisite"; fi
+else
+  while read -r m; do [ -z "$m" ] || case $m in debugfs*) ;; *) fail "missing: $m";; esac; done <<< "$missing"
+fi
 run nvidia-smi -L || true
 [ -n "$HCA" ] || { fail "no RDMA device in /sys/class/infiniband"; exit 1; }
 run ibv_devinfo -d "$HCA" || true
 
 step "2. identity: is nvidia_peermem peermem-rs?"
 M=$SYS/module/nvidia_peermem P=$SYS/module/nvidia_peermem/parameters
-echo "+ modinfo -n nvidia_peermem; modinfo -F parm nvidia_peermem   # the file modprobe loads"
+echo "+ modinfo -n nvidia_peermem; modinfo -F version|binding|srcversion|parm nvidia_peermem   # the file modprobe loads"
 if [ $DRY = no ]; then
   file=$(modinfo -n nvidia_peermem 2>/dev/null || true)
   parms=$(modinfo -F parm nvidia_peermem 2>/dev/null || true)
+  fver=$(modinfo -F version nvidia_peermem 2>/dev/null || true)
+  binding=$(modinfo -F binding nvidia_peermem 2>/dev/null || true)
+  fsrc=$(modinfo -F srcversion nvidia_peermem 2>/dev/null || true)
   if [ -z "$file" ]; then
     fail "no nvidia_peermem module for $(uname -r): install peermem-rs-dkms (dkms status peermem-rs)"
-  elif grep -q '^peer_client_name:' <<< "$parms"; then
-    pass "modprobe nvidia_peermem loads peermem-rs ($file)"
+  elif [ -n "$binding" ] && grep -q '^peer_client_name:' <<< "$parms"; then
+    pass "modprobe nvidia_peermem loads peermem-rs $fver ($file), binding $binding"
+    [ "$fver" = "$VERSION" ] || warn "the installed peermem-rs is version '$fver', this checkout $VERSION: the run tests the installed one"
+    case $binding in weak:*)
+      warn "its binding is '$binding': built without the providers' Module.symvers (unversioned; refused on a kernel with symbol versions unless allow_unversioned=1): peermem-rs-refresh";;
+    esac
   else
-    fail "modprobe nvidia_peermem loads $file, which is not peermem-rs (its parameters: $(cut -d: -f1 <<< "$parms" | tr '\n' ' '));" \
+    fail "modprobe nvidia_peermem loads $file, which is not peermem-rs (no modinfo 'binding' field$( [ -n "$fver" ] && echo ", version $fver"); its parameters: $(cut -d: -f1 <<< "$parms" | tr '\n' ' '));" \
       "depmod must prefer updates/dkms: check /etc/depmod.d/peermem-rs.conf, run depmod -a, dkms status peermem-rs"
   fi
 fi
@@ -221,9 +307,13 @@ run modprobe nvidia || true
 run modprobe ib_uverbs || true
 run modprobe nvidia_peermem || true
 echo "+ test -e /sys/module/nvidia_peermem/parameters/mode -a -e /sys/module/nvidia_peermem/parameters/peer_client_name   # only peermem-rs has both"
+echo "+ cat /sys/module/nvidia_peermem/srcversion   # the loaded module is the file: modinfo -F srcversion"
 if [ $DRY = no ]; then
-  if [ -e "$P/mode" ] && [ -e "$P/peer_client_name" ]; then
-    pass "the loaded nvidia_peermem is peermem-rs $(cat "$M/version" 2>/dev/null), mode=$(cat "$P/mode"), client $(cat "$P/peer_client_name")"
+  lsrc=$(cat "$M/srcversion" 2>/dev/null || true)
+  if [ -e "$P/mode" ] && [ -e "$P/peer_client_name" ] && [ -n "$lsrc" ] && [ "$lsrc" != "${fsrc:-}" ]; then
+    fail "the loaded nvidia_peermem (srcversion $lsrc) is not the file modprobe loads ($file, srcversion ${fsrc:-none}): an older build is loaded: rmmod nvidia_peermem; modprobe nvidia_peermem"
+  elif [ -e "$P/mode" ] && [ -e "$P/peer_client_name" ]; then
+    pass "the loaded nvidia_peermem is peermem-rs $(cat "$M/version" 2>/dev/null), mode=$(cat "$P/mode"), client $(cat "$P/peer_client_name"), srcversion ${lsrc:-?}"
   elif [ -e "$P/persistent_api_support" ] || [ -e "$P/peerdirect_support" ]; then
     fail "the loaded nvidia_peermem is NVIDIA's (it has parameters/persistent_api_support): rmmod nvidia_peermem, fix the module search order (depmod -a) and run again"
   elif [ -d "$M" ]; then
@@ -231,6 +321,18 @@ if [ $DRY = no ]; then
   else
     fail "nvidia_peermem is not loaded (dmesg names what is missing)"
   fi
+fi
+
+# The counters live in debugfs.
+if [ $DRY = yes ]; then
+  echo "+ mount -t debugfs none /sys/kernel/debug   # only if debugfs is not mounted"
+elif ! mountpoint -q "$SYS/kernel/debug" 2> /dev/null && [ ! -e "$STATS" ]; then
+  run mount -t debugfs none /sys/kernel/debug || true
+fi
+echo "+ cat /sys/kernel/debug/nvidia_peermem/stats"
+if [ $DRY = no ]; then
+  if [ -n "$(counters)" ]; then pass "the module's counters are readable ($STATS): $(counters | awk '{print "registrations " $1 ", live " $2}')"
+  else fail "cannot read the module's counters ($STATS): they prove each GPU run went through peermem-rs (root? debugfs?)"; fi
 fi
 
 step "3. perftest with CUDA"
@@ -254,25 +356,36 @@ run peermem-probe doctor || true
 run peermem-probe check -d "$HCA" -g "$GPU" || true
 
 step "5. bandwidth (HCA $HCA, GPU $GPU$( [ -n "$PEER" ] && echo ", servers on $PEER"))"
-declare -A BW
-while read -r op mem size; do
-  BW[$op.$mem.$size]=$(bw "$op" "$mem" "$size") || true   # n/a: a FAIL in the table
+declare -A BW VIA
+while read -r op cm sm size; do
+  key=$op.$cm.$sm.$size before=''
+  if [ "$cm.$sm" != host.host ]; then stats_cmd "before: registrations, live_registrations"; [ $DRY = yes ] || before=$(counters); fi
+  BW[$key]=$(bw "$op" "$cm" "$sm" "$size") || true   # n/a: a FAIL in the table
+  if [ "$cm.$sm" != host.host ]; then
+    stats_cmd "after: registrations must have grown, live_registrations be back"
+    if [ $DRY = yes ]; then VIA[$key]=yes
+    elif moved "$op $size bytes, client $cm memory, server $sm memory" "$before"; then VIA[$key]=yes
+    else VIA[$key]=no; fi
+  fi
 done < <(runs)
 echo
-printf '%-12s %10s %12s %12s %8s  %s\n' OP SIZE "GPU GB/s" "host GB/s" GPU/HOST VERDICT
-for op in ib_write_bw ib_read_bw; do
+printf '%-10s %-11s %10s %12s %12s %8s  %s\n' TEST OP SIZE "GPU GB/s" "host GB/s" GPU/HOST VERDICT
+for dir in into outof; do
+  read -r op cm sm <<< "$(gpu_run $dir)"
   for s in $SIZES; do
-    g=${BW[$op.gpu.$s]:-n/a} h=${BW[$op.host.$s]:-n/a} r=$(ratio "${BW[$op.gpu.$s]:-n/a}" "${BW[$op.host.$s]:-n/a}")
+    gk=$op.$cm.$sm.$s hk=$op.host.host.$s
+    g=${BW[$gk]:-n/a} h=${BW[$hk]:-n/a} r=$(ratio "${BW[$gk]:-n/a}" "${BW[$hk]:-n/a}")
     if [ $DRY = yes ]; then v="(dry run)"
     elif [ "$r" = n/a ]; then v=FAIL
+    elif [ "${VIA[$gk]:-no}" = no ]; then v="FAIL (not through peermem-rs: counters)"
     elif [ "$s" -lt 65536 ]; then v="reported only (< 64 KiB)"
     elif ge "$r" "$MIN_RATIO"; then v=PASS
-    elif [ $op = ib_read_bw ]; then v="WARN (read from GPU below $MIN_RATIO x host: platform limit?)"
+    elif [ $dir = outof ]; then v="WARN (read from GPU below $MIN_RATIO x host: platform limit?)"
     else v=FAIL; fi
-    printf '%-12s %10s %12s %12s %8s  %s\n' "$op" "$s" "$g" "$h" "$r" "$v"
+    printf '%-10s %-11s %10s %12s %12s %8s  %s\n' "$(dir_label $dir | tr ' ' _)" "$op" "$s" "$g" "$h" "$r" "$v"
     case $v in
-      FAIL) fail "$op $s bytes: GPU $g GB/s vs host $h GB/s (criterion: GPU >= $MIN_RATIO x host; n/a: the run failed)";;
-      WARN*) warn "$op $s bytes: GPU/host $r; reads from GPU memory are limited on some platforms (see peermem-probe doctor: PCIe path, ACS, IOMMU)";;
+      FAIL) fail "$(dir_label $dir) ($op) $s bytes: GPU $g GB/s vs host $h GB/s (criterion: GPU >= $MIN_RATIO x host; n/a: the run failed)";;
+      WARN*) warn "$(dir_label $dir) ($op) $s bytes: GPU/host $r; reads from GPU memory are limited on some platforms (see peermem-probe doctor: PCIe path, ACS, IOMMU)";;
     esac
   done
 done
@@ -292,11 +405,15 @@ if [ $NCCL = yes ]; then
     # with NCCL_DMABUF_ENABLE=0 only a peer-memory client can give GDRDMA.
     note "NCCL_DMABUF_ENABLE=0: NCCL may use only the peer-memory client, so GDRDMA proves peermem-rs serves it"
     nccl_env="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_HCA=$HCA"
+    stats_cmd "before: registrations, live_registrations"
     echo "+ NCCL_DMABUF_ENABLE=0 $nccl_env all_reduce_perf -b 8M -e 256M -f 2 -g 2"
+    stats_cmd "after: registrations must have grown, live_registrations be back"
     echo "+ $nccl_env all_reduce_perf -b 8M -e 8M -g 2   # NCCL's own choice, reported only"
     if [ $DRY = no ]; then
+      before=$(counters)
       # shellcheck disable=SC2086 # nccl_env is a list of assignments
       out=$(env NCCL_DMABUF_ENABLE=0 $nccl_env all_reduce_perf -b 8M -e 256M -f 2 -g 2 2>&1) || fail "all_reduce_perf exited non-zero"
+      moved "NCCL (NCCL_DMABUF_ENABLE=0)" "$before" || true
       grep -E 'GPU Direct RDMA|GDRDMA' <<< "$out" | head -5 || true
       # shellcheck disable=SC2086
       own=$(env $nccl_env all_reduce_perf -b 8M -e 8M -g 2 2>&1 || true)
