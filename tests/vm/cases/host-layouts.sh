@@ -37,6 +37,7 @@ layout() {
   # shellcheck disable=SC2016 # simctl's own variables
   check "$name: ... and it serves registrations" sim_run 'A=gpu alloc 2M; H=core reg $A 2M; core dma-check $H; core dereg $H; gpu free $A'
   check "$name: rmmod $mod" rmmod $mod
+  no_leaks
   sim_unload > /dev/null 2>&1
 }
 layout ubuntu modprobe -d "$HL/ubuntu" nvidia_peermem
@@ -46,5 +47,4 @@ if [ -f "$HL/nvidia-kernel/src/peermem_rs.ko" ]; then
 else
   bad "nvidia-kernel: hosts.sh staged no module"
 fi
-no_leaks
 finish
