@@ -97,18 +97,27 @@ ko_symvers() {
     part == "#tabs" { for (i = 2; i <= NF; i++) byte[$1, i - 2] = $i; next }
     part == "#rels" {
       if ($0 ~ /^Relocation section /) { cur = $3; gsub(/\047/, "", cur); sub(/^\.rela?/, "", cur); next }
-      # One relocation per entry names the export; the others its strings.
-      if ((cur == "__ksymtab" || cur == "__ksymtab_gpl") && $1 ~ /^[0-9a-f]+$/ && NF >= 5 && $5 !~ /^__kstrtab/) {
-        o = hex($1); ent[cur, ++nent[cur]] = o; name[cur, o] = $5
+      # Every field of an entry is relocated: the first (at a multiple of
+      # the entry size) against the exported symbol, the others against
+      # its strings (named __kstrtab*, or __ksymtab_strings + offset).
+      if ((cur == "__ksymtab" || cur == "__ksymtab_gpl") && $1 ~ /^[0-9a-f]+$/ && NF >= 5) {
+        o = hex($1); rel[cur, ++nrel[cur]] = o; name[cur, o] = $5
+        if ($5 !~ /^__(kstrtab|ksymtab_strings)/) nsym[cur]++
       }
     }
     END {
       for (ti = 1; ti <= 2; ti++) {
         tab = ti == 1 ? "__ksymtab" : "__ksymtab_gpl"; crct = ti == 1 ? "__kcrctab" : "__kcrctab_gpl"
-        if (!nent[tab]) continue
-        es = size[tab] / nent[tab]
-        for (k = 1; k <= nent[tab]; k++) {
-          o = ent[tab, k]; i = o / es
+        if (!nrel[tab]) continue
+        # The number of entries: from the tables of one element per entry,
+        # else the relocations that name no string.
+        n = ti == 1 && size["__kflagstab"] ? size["__kflagstab"] : (size[crct] ? size[crct] / 4 : nsym[tab])
+        if (!n) continue
+        es = size[tab] / n
+        for (k = 1; k <= nrel[tab]; k++) {
+          o = rel[tab, k]
+          if (o % es) continue
+          i = o / es
           gpl = ti == 2 || ((("__kflagstab", i) in byte) && hex(byte["__kflagstab", i]) % 2 == 1)
           crc = ((crct, 4 * i + 3) in byte) ? "0x" u32(crct, i) : "0x00000000"
           printf "%s\t%s\t%s\t%s\t\n", crc, name[tab, o], mod, gpl ? "EXPORT_SYMBOL_GPL" : "EXPORT_SYMBOL"

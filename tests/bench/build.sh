@@ -92,7 +92,7 @@ for d in $dirs; do
   case $d in "$SRC"|"$IDSRC"|"$SRC"-plant-*)
     [ -n "$product_symvers" ] && extra="$extra PEERMEM_SYMVERS=$product_symvers";;
   "$SRC"-weak) name="peermem_rs (weak fallback)";;
-  "$SRC"-upgrade/tests/sim) name="tests/sim (another driver build)"; extra=KCFLAGS=-DNVSIM_DRIVER_REBUILD;;
+  "$SRC"-upgrade/tests/sim) name="tests/sim (another driver build)"; extra="KCFLAGS=-DNVSIM_DRIVER_REBUILD KBUILD_GENDWARFKSYMS_STABLE=1";;
   "$SRC"-skew)
     name="peermem_rs (against a skewed NVIDIA symvers)"
     crc=$(awk -F'\t' '$2 == "nvidia_p2p_get_pages" { print $1; exit }' "$ROOT$product_symvers")

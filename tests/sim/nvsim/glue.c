@@ -77,7 +77,9 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_sim_callback_waits_for);
  * module) has the symbol-version hash see struct nvidia_p2p_page_table as
  * a declaration only, as a driver whose headers changed that structure
  * would hash another definition: each export of this file that takes a
- * page table gets another CRC (scripts/gendwarfksyms/kabi.c, "declonly").
+ * page table gets another CRC (scripts/gendwarfksyms/kabi.c, "declonly";
+ * rules apply only to a build with KBUILD_GENDWARFKSYMS_STABLE=1, which
+ * tests/bench/build.sh gives this variant).
  */
 static const char nvsim_rebuild_rule[] __used __aligned(1)
 	__section(".discard.gendwarfksyms.kabi_rules") = "1\0declonly\0nvidia_p2p_page_table\0";
