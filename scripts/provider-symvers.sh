@@ -209,16 +209,30 @@ resolve() {
   gen=$OUTDIR/$name.symvers
   mkdir -p "$OUTDIR"
   from_ko "$ko" "${ko%.ko*}" > "$gen.tmp" || { rm -f "$gen.tmp"; DIE_RC=2 die "cannot read the CRCs of $ko"; }
+  # The provider's other entry points from other modules, if another
+  # module exports them (the persistent pair from a module of its own, as
+  # the bench's simulator does): their CRCs too, in the same file.
+  local s o others=''
+  if [ "$what" = nvidia ]; then
+    for s in $PROVIDER_SYMS; do
+      case $s in nvidia_p2p_*) ;; *) continue;; esac
+      o=$(installed_provider "$s")
+      [ -n "$o" ] && [ "$o" != "$ko" ] && case " $others " in *" $o "*) ;; *) others="$others $o";; esac
+    done
+    for o in $others; do
+      from_ko "$o" "${o%.ko*}" >> "$gen.tmp" || { rm -f "$gen.tmp"; DIE_RC=2 die "cannot read the CRCs of $o"; }
+    done
+  fi
   exports "$gen.tmp" $sym || { rm -f "$gen.tmp"; DIE_RC=2 die "$ko: modules.symbols says it exports $sym, but its symbol table does not"; }
   kcrc=$(crc_in "$gen.tmp" $sym)
   if [ "$what" = core ] && exports "$KSYMVERS" $sym && [ "$(crc_in "$KSYMVERS" $sym)" = "$kcrc" ]; then
     rm -f "$gen.tmp"; WHY="the kernel's own Module.symvers ($KSYMVERS): modprobe loads the kernel's $ko"; return
   fi
-  if [ -n "$disk" ] && [ "$(crc_in "$disk" $sym)" = "$kcrc" ]; then
+  if [ -z "$others" ] && [ -n "$disk" ] && [ "$(crc_in "$disk" $sym)" = "$kcrc" ]; then
     rm -f "$gen.tmp"; SRC=$disk; WHY="$disk (its CRCs are those of $ko, which modprobe loads)"; return
   fi
   mv "$gen.tmp" "$gen"
-  SRC=$gen; WHY="$gen, generated from $ko (modprobe's choice for $sym; it comes with no Module.symvers${disk:+ that matches it: $disk differs})"
+  SRC=$gen; WHY="$gen, generated from $ko${others:+ and$others} (modprobe's choice for $sym; it comes with no Module.symvers${disk:+ that matches it: $disk differs})"
 }
 setup_kver() {
   [ -n "${1:-}" ] || die "no kernel release given (make: PEERMEM_KVER=<kernel release>, or a KDIR with include/config/kernel.release)"

@@ -177,7 +177,7 @@ found=$(ov sh -c "cd /tmp && $PS/scripts/provider-symvers.sh find $KVER" 2>&1 ||
 check "ubuntu: provider-symvers.sh find, on a tree that has only the providers' .ko.zst, prints generated files ($found)" \
   test "$found" = "/tmp/build/provider-symvers/$KVER/peer_core_sim.symvers /tmp/build/provider-symvers/$KVER/nvidia_p2p_sim.symvers"
 gen=$(ov sh -c "cat /tmp/build/provider-symvers/$KVER/nvidia_p2p_sim.symvers /tmp/build/provider-symvers/$KVER/peer_core_sim.symvers" | sort || true)
-want=$(awk -F'\t' '$3 ~ /(^|\/)(nvidia_p2p_sim|peer_core_sim)$/' "$ROOT$SIMS/Module.symvers" | cut -f1,2,4 | sort)
+want=$(awk -F'\t' '$3 ~ /(^|\/)(nvidia_p2p_sim|nvidia_p2p_sim_persistent|peer_core_sim)$/' "$ROOT$SIMS/Module.symvers" | cut -f1,2,4 | sort)
 check "ubuntu: ... holding each module's CRCs and export types, as the simulators' build wrote them" \
   test "$(cut -f1,2,4 <<< "$gen" | sort)" = "$want"
 [ "$CHECK_RC" = 0 ] || diff <(cut -f1,2,4 <<< "$gen" | sort) <(echo "$want") | head || true
@@ -249,7 +249,7 @@ printf '    | %s\n' "${ex//$'\n'/$'\n'    | }"
 check "nvidia-kernel: provider-symvers.sh explain: the core's CRCs from the kernel's own Module.symvers" \
   grep -qE "^peer-memory core: the kernel's own Module.symvers \(/lib/modules/$(qre "$KVER")/build/Module.symvers\): modprobe loads the kernel's " <<< "$ex"
 check "nvidia-kernel: ... the driver's from its installed module" \
-  grep -qE "^NVIDIA driver: .*/nvidia_p2p_sim.symvers, generated from /lib/modules/$(qre "$KVER")/kernel/nvidia-580-open/nvidia_p2p_sim.ko.zst " <<< "$ex"
+  grep -qE "^NVIDIA driver: .*/nvidia_p2p_sim.symvers, generated from /lib/modules/$(qre "$KVER")/kernel/nvidia-580-open/nvidia_p2p_sim.ko.zst and /lib/modules/$(qre "$KVER")/kernel/nvidia-580-open/nvidia_p2p_sim_persistent.ko.zst " <<< "$ex"
 log "hosts: nvidia-kernel: make (from source)"
 out=$(ov sh -c "rm -rf /tmp/src && cp -a $PS /tmp/src && cd /tmp/src && make KDIR=/lib/modules/$KVER/build 2>&1") && rc=0 || rc=$?
 check "nvidia-kernel: make builds the module" test "$rc" = 0

@@ -31,7 +31,8 @@ layout() {
   check "$name: peermem-rs loads with no override: $*" "$@" || { log_since "$name" | tail -5; return; }
   mod=nvidia_peermem; [ -d /sys/module/$mod ] || mod=peermem_rs
   check "$name: ... the loader said nothing about symbol versions or unknown symbols" \
-    no_line "$name" 'symbol version|disagrees about version|Unknown symbol|no extended symbol version'
+    no_line "$name" 'symbol version|disagrees about version|Unknown symbol|no extended symbol version' ||
+    log_since "$name" | grep -E 'symbol version|disagrees about version|Unknown symbol|no extended symbol version' | head -3
   check "$name: ... allow_unversioned is off" test "$(cat /sys/module/$mod/parameters/allow_unversioned)" = N
   check "$name: ... its load line names a CRC binding" grep -qE "$mod: .*loaded: .*, binding crc: " <(log_since "$name")
   # shellcheck disable=SC2016 # simctl's own variables
