@@ -211,31 +211,75 @@ selfcheck_boot() {
   list=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/selfcheck.list" | cut -f1 | paste -sd,)
   RESULTS=$RESULTS/selfcheck timed "selfcheck $k" bash "$BENCH/vm.sh" "$k" "$list" > "$RESULTS/selfcheck-$k.out" 2>&1 || true
 }
+# case_failed_for CONSOLE NAME ERE -- case NAME of that boot failed, and its
+# section shows ERE.  Here-strings, not pipes: grep -q stops at the first
+# match and, under pipefail, an echo still writing a long section (a KASAN
+# report per operation) would die of SIGPIPE and fail the test.
+case_failed_for() {
+  local section
+  section=$(sed -n "/VMCASE-BEGIN $2\$/,/VMCASE-END $2 /p" "$1")
+  grep -q "VMCASE-END $2 FAIL" <<< "$section" && grep -qE "$3" <<< "$section"
+}
 SC_PID=
 selfcheck() { # selfcheck KVER: judge the controls (booting them first unless started)
-  local k=$1 out=$RESULTS/selfcheck-$1.out name re section
+  local k=$1 out=$RESULTS/selfcheck-$1.out name re
   echo "-- $k: negative controls (each must be caught)"
   if [ -n "$SC_PID" ]; then wait "$SC_PID" || true; SC_PID=; else selfcheck_boot "$k"; fi
   grep -E '^(TIME selfcheck|VMRETRY|VM stuck|VM died)' "$out" || true
   while IFS=$'\t' read -r name re; do
     case "$name" in ''|'#'*) continue;; esac
-    section=$(sed -n "/VMCASE-BEGIN $name\$/,/VMCASE-END $name /p" "$out")
-    # Here-strings, not pipes: grep -q stops at the first match and, under
-    # pipefail, an echo still writing a long section (a KASAN report per
-    # operation) would die of SIGPIPE and fail the test.
-    if grep -q "VMCASE-END $name FAIL" <<< "$section" && grep -qE "$re" <<< "$section"; then
+    if case_failed_for "$out" "$name" "$re"; then
       echo "ok   - control $name was caught ($re)"; record pass "selfcheck:$name"
     else
       echo "FAIL - control $name was NOT caught by the bench (wanted: $re)"; record fail "$k:selfcheck:$name"
     fi
   done < "$TOP/tests/vm/selfcheck.list"
 }
+# The control (tests/vm/nvpm.list): NVIDIA's own nvidia-peermem through the
+# nvpm-* cases, in a boot of its own, each case judged by what its source
+# says NVIDIA's module must do there.  `make test` runs it on the default
+# Debian kernel; the pseudo-case nvpm-control in CASES on each kernel.
+nvpm_control() { # nvpm_control KVER
+  local k=$1 out=$RESULTS/nvpm-$1.out list name want re src
+  echo "-- $k: control: NVIDIA's nvidia-peermem, each case as its source says"
+  list=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/nvpm.list" | cut -f1 | paste -sd,)
+  VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" RESULTS=$RESULTS/nvpm \
+    timed "control $k" bash "$BENCH/vm.sh" "$k" "$list" > "$out" 2>&1 || true
+  grep -E '^(TIME control|VMRETRY|VM stuck|VM died|info)' "$out" || true
+  while IFS=$'\t' read -r name want re src; do
+    case "$name" in ''|'#'*) continue;; esac
+    if [ "$want" = pass ]; then
+      if grep -q "^VMCASE-END $name PASS" "$out"; then
+        echo "ok   - control $name: NVIDIA's module passes, as its source says ($src)"; record pass "nvpm:$name"
+      else
+        echo "FAIL - control $name: NVIDIA's module fails where its source is right ($src): the bench is wrong"
+        sed -n "/VMCASE-BEGIN $name\$/,/VMCASE-END $name /p" "$out" | grep -E '^FAIL' | head -n 5
+        record fail "$k:nvpm:$name"
+      fi
+    elif case_failed_for "$out" "$name" "$re"; then
+      echo "ok   - control $name: NVIDIA's module fails, as its source says ($re; $src)"; record pass "nvpm:$name"
+    else
+      echo "FAIL - control $name: NVIDIA's module no longer fails for its weakness (wanted: $re; $src): a simulator lost its teeth"
+      record fail "$k:nvpm:$name"
+    fi
+  done < "$TOP/tests/vm/nvpm.list"
+}
+NVPM_CONTROL=
+if [[ ,${CASES:-}, == *,nvpm-control,* ]]; then
+  NVPM_CONTROL=all; CASES=$(echo ",$CASES," | sed 's/,nvpm-control,/,/g; s/^,//; s/,$//')
+  [ -n "$CASES" ] || CASES=-
+fi
 [ -n "${CASES:-}" ] && CASES_GIVEN=1
 # The packaging cases run in `make test`, or with PKG_TESTS=1 next to CASES=.
 pkg_tests() { [ "$mode" = test ] && { [ -z "${CASES_GIVEN:-}" ] || [ "${PKG_TESTS:-}" = 1 ]; }; }
 if [ -z "${CASES:-}" ]; then
   CASES=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/suite.list" | paste -sd,)
+  [ "$mode" = test ] && NVPM_CONTROL=$DEFAULT_KERNEL
 fi
+[ "$CASES" = - ] && CASES=
+# nvpm_for KVER -- this kernel's build needs NVIDIA's nvidia-peermem: its
+# control boot runs there, or a case of it.
+nvpm_for() { [ "$NVPM_CONTROL" = all ] || [ "$NVPM_CONTROL" = "$1" ] || [[ ,$CASES, == *,nvpm-* ]]; }
 
 # The RDMA core variant each kernel's boot runs the module suite against
 # (peer_core_sim variant=, see tests/sim/README.md): spread over the matrix
@@ -268,6 +312,7 @@ run_kernel() { # run_kernel KVER
   local k=$1
   echo; echo "== kernel $k"
   PEERMEM_PLANTS=$(plants_for "$k" | paste -sd' '); export PEERMEM_PLANTS
+  PEERMEM_NVIDIA=$(nvpm_for "$k" && echo 1); export PEERMEM_NVIDIA
   if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; return 1; fi
   if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; return 1; fi
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
@@ -288,10 +333,13 @@ run_kernel() { # run_kernel KVER
     BG_PID=$!
     return 0
   fi
-  VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
-    timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
-  [ -z "$pkg_k" ] || timed "dkms remove $k" bash "$BENCH/pkg.sh" remove "$k" || true
-  collect_vm "$k"
+  if [ -n "$CASES" ]; then
+    VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
+      timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
+    [ -z "$pkg_k" ] || timed "dkms remove $k" bash "$BENCH/pkg.sh" remove "$k" || true
+    collect_vm "$k"
+  fi
+  if [ "$NVPM_CONTROL" = all ] || [ "$NVPM_CONTROL" = "$k" ]; then nvpm_control "$k"; fi
 }
 # The verdicts of kernel KVER's VM, and (make test, debug kernel) its
 # negative controls.
