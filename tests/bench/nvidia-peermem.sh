@@ -83,8 +83,11 @@ build() {
   src=$(tree) || exit 1
   B=$STAGE/nvidia-peermem/$KVER; OFA=$STAGE/nvidia-peermem/ofa-$KVER; OUT=$STAGE/mods/$KVER/nvidia
   mkdir -p "$ROOT$B" "$ROOT$OFA/$arch/$KVER" "$ROOT$OUT" "$ROOT/usr/src/ofa_kernel"
-  rsync -a --delete --exclude=conftest --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod*' \
-    --exclude=Module.symvers --exclude=modules.order "$src/" "$ROOT$B/"
+  # What nvidia-peermem's build reads of the tree (a driver's whole tree
+  # holds the other modules' sources and binary objects too).
+  rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod*' --exclude=/conftest \
+    --include=/common/ --include=/nvidia-peermem/ --include='/*.*' --include=/Kbuild --include=/Makefile \
+    --include='/common/**' --include='/nvidia-peermem/**' --exclude='*' "$src/" "$ROOT$B/"
   cp "$ROOT$symvers" "$ROOT$OFA/$arch/$KVER/Module.symvers"
   rm -f "$ROOT$OUT"/*.ko
   # The chroot with the simulators' symvers mounted where an OFED install

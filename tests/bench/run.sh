@@ -117,24 +117,30 @@ prepare_kernel() {
 # entries, and nvidia-peermem's shape (a one-page probe pin in acquire, the
 # real pin in get_pages, one SG entry per 64 KiB page).  Our module under its
 # detected name is one more entry: "nvidia_peermem.ko|nvidia_peermem (ours)|mode={mode}".
-BENCH_DEFAULT_CLIENTS="peermem_rs.ko|peermem_rs|mode={mode}"
+# And NVIDIA's own nvidia-peermem (tests/bench/nvidia-peermem.sh; the source
+# of the driver an admin runs with NVIDIA_PEERMEM_SRC=DIR), in invalidate
+# mode only (its persistent client, nv_mem_nc, is asked only for memory
+# its nv_mem client declines), the simulated driver handing out v1 page
+# tables as the 550 driver it was written for.
+BENCH_NVIDIA_CLIENT="nvidia/nvidia-peermem.ko|nvidia-peermem (NVIDIA)||invalidate|pt_version=0x00010002"
+BENCH_DEFAULT_CLIENTS="peermem_rs.ko|peermem_rs|mode={mode};$BENCH_NVIDIA_CLIENT"
 BENCH_DEFAULT_CLIENTS+=";simclient_good.ko|simclient 1 pin, merged SG|persistent={persistent}"
 BENCH_DEFAULT_CLIENTS+=";simclient_good.ko|simclient probe+pin, per-page SG|persistent={persistent} probe_acquire=1 coalesce=0"
 # make bench: the settings file the in-VM case reads (<stage>/bench.conf).
 # Clients given by a path outside the module directory are copied into the
 # stage (the VM sees only the chroot).
 bench_conf() { # bench_conf STAGE_DIR_ON_HOST
-  local spec ko label params out= sep=
+  local spec ko label params modes simparams out= sep=
   mkdir -p "$1/bench-clients"
   IFS=';' read -r -a specs <<< "${BENCH_CLIENTS:-$BENCH_DEFAULT_CLIENTS}"
   for spec in "${specs[@]}"; do
-    IFS='|' read -r ko label params <<< "$spec"
-    [ -n "$ko" ] && [ -n "$label" ] || { echo "bench: BENCH_CLIENTS entry '$spec' is not KO|LABEL|PARAMS" >&2; return 1; }
+    IFS='|' read -r ko label params modes simparams <<< "$spec"
+    [ -n "$ko" ] && [ -n "$label" ] || { echo "bench: BENCH_CLIENTS entry '$spec' is not KO|LABEL|PARAMS[|MODES[|SIMPARAMS]]" >&2; return 1; }
     if [[ $ko == */* ]]; then
       [ -f "$ko" ] || { echo "bench: no such module: $ko" >&2; return 1; }
       cp "$ko" "$1/bench-clients/" && ko=$STAGE/bench-clients/$(basename "$ko")
     fi
-    out="$out$sep$ko|$label|$params"; sep=';'
+    out="$out$sep$ko|$label|$params|$modes|$simparams"; sep=';'
   done
   printf 'BENCH_CLIENTS=%q\n' "$out"
   local v
@@ -279,7 +285,10 @@ fi
 [ "$CASES" = - ] && CASES=
 # nvpm_for KVER -- this kernel's build needs NVIDIA's nvidia-peermem: its
 # control boot runs there, or a case of it.
-nvpm_for() { [ "$NVPM_CONTROL" = all ] || [ "$NVPM_CONTROL" = "$1" ] || [[ ,$CASES, == *,nvpm-* ]]; }
+nvpm_for() {
+  [ "$NVPM_CONTROL" = all ] || [ "$NVPM_CONTROL" = "$1" ] || [[ ,$CASES, == *,nvpm-* ]] ||
+    { [ "$mode" = bench ] && [[ ${BENCH_CLIENTS:-$BENCH_DEFAULT_CLIENTS} == *nvidia/nvidia-peermem.ko* ]]; }
+}
 
 # The RDMA core variant each kernel's boot runs the module suite against
 # (peer_core_sim variant=, see tests/sim/README.md): spread over the matrix

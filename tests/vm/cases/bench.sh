@@ -9,9 +9,12 @@
 #
 # Settings come from <stage>/bench.conf (written by tests/bench/bench.sh),
 # else the defaults below:
-#   BENCH_CLIENTS  "KO|LABEL|PARAMS;..." (KO: a file in this kernel's module
-#                  directory or an absolute path; PARAMS may say {mode} and
-#                  {persistent} (1 in persistent mode, else 0))
+#   BENCH_CLIENTS  "KO|LABEL|PARAMS[|MODES[|SIMPARAMS]];..." (KO: a file in this
+#                  kernel's module directory or an absolute path; PARAMS may
+#                  say {mode} and {persistent} (1 in persistent mode, else 0);
+#                  MODES: the modes of BENCH_MODES this client runs in (empty:
+#                  all); SIMPARAMS: nvidia_p2p_sim parameters for it, e.g. the
+#                  page-table version of the driver generation it was written for)
 #   BENCH_MODES, BENCH_SIZES ("SIZE:ITERS:MEM_REGS:FREES ...": registration
 #   cycles, registrations held for the memory figure, cudaFrees timed in
 #   invalidate mode), BENCH_SCALE_SIZES, BENCH_SCALE_ITERS (per registrant),
@@ -42,15 +45,16 @@ bench_one() { # bench_one CLIENT MODE KIND simctl-bench-args...
 echo "latency model: $BENCH_LAT"
 IFS=';' read -r -a clients <<< "$BENCH_CLIENTS"
 for spec in "${clients[@]}"; do
-  IFS='|' read -r ko label params <<< "$spec"
+  IFS='|' read -r ko label params modes simparams <<< "$spec"
   case $ko in /*) ;; *) ko=$MODS/$ko;; esac
   [ -f "$ko" ] || { bad "$label: no module $ko"; continue; }
   for mode in $BENCH_MODES; do
+    [ -z "$modes" ] || [[ " ${modes//,/ } " == *" $mode "* ]] || continue
     p=${params//\{mode\}/$mode}
     p=${p//\{persistent\}/$([ "$mode" = persistent ] && echo 1 || echo 0)}
     pm_down > /dev/null 2>&1; rmmod "$(modname "$ko")" 2>/dev/null
     # shellcheck disable=SC2086 # parameter lists
-    if ! { sim_load $BENCH_LAT && insmod "$ko" $p; }; then
+    if ! { sim_load $BENCH_LAT $simparams && insmod "$ko" $p; }; then
       bad "$label $mode: loading the simulators or $ko ($p) failed"; continue
     fi
     ok "$label $mode: loaded ($(basename "$ko") $p)"
