@@ -91,13 +91,17 @@ build() {
   cp "$ROOT$symvers" "$ROOT$OFA/$arch/$KVER/Module.symvers"
   rm -f "$ROOT$OUT"/*.ko
   # The chroot with the simulators' symvers mounted where an OFED install
-  # puts the core's (this process's mount namespace only).
+  # puts the core's (this process's mount namespace only).  PAHOLE_VARIABLES=
+  # (empty): NVIDIA's Makefile wraps pahole in an awk program when the
+  # kernel has no scripts/pahole-flags.sh (recent kernels have none), which the
+  # chroot's awk (mawk) cannot parse; the kernel's own BTF step runs instead.
   # shellcheck disable=SC2086 # $LLVM is empty or one word
   if ! unshare --mount --propagation private -- sh -c \
       'r=$1; o=$2; shift 2; mount -t proc proc "$r/proc" && mount --rbind /dev "$r/dev" &&
        mount --bind "$o" "$r/usr/src/ofa_kernel" && exec chroot "$r" "$@"' \
       sh "$ROOT" "$ROOT$OFA" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-      make -C "$B" modules NV_KERNEL_MODULES=nvidia-peermem SYSSRC="$KDIR" ARCH=$arch $LLVM > "$ROOT$B/build.log" 2>&1; then
+      make -C "$B" modules NV_KERNEL_MODULES=nvidia-peermem SYSSRC="$KDIR" ARCH=$arch $LLVM PAHOLE_VARIABLES= \
+      > "$ROOT$B/build.log" 2>&1; then
     echo "BUILD-FAIL $KVER nvidia-peermem (NVIDIA's, from $src)"; grep -E 'error' -A5 "$ROOT$B/build.log" | head -40; tail -20 "$ROOT$B/build.log"
     return 1
   fi
