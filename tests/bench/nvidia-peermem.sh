@@ -88,7 +88,10 @@ build() {
   rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod*' --exclude=/conftest \
     --include=/common/ --include=/nvidia-peermem/ --include='/*.*' --include=/Kbuild --include=/Makefile \
     --include='/common/**' --include='/nvidia-peermem/**' --exclude='*' "$src/" "$ROOT$B/"
-  cp "$ROOT$symvers" "$ROOT$OFA/$arch/$KVER/Module.symvers"
+  # Without nvidia_p2p_sim_plain's lines (the same API again, from the
+  # module that cannot be loaded beside nvidia_p2p_sim): the module's
+  # dependencies name the simulated GPU that is loaded.
+  awk -F'\t' '$3 !~ /nvidia_p2p_sim_plain$/' "$ROOT$symvers" > "$ROOT$OFA/$arch/$KVER/Module.symvers"
   rm -f "$ROOT$OUT"/*.ko
   # The chroot with the simulators' symvers mounted where an OFED install
   # puts the core's (this process's mount namespace only).  PAHOLE_VARIABLES=
