@@ -98,6 +98,20 @@ def versus_table(rows):
     return "\n".join(out) if len(out) > 2 else ""
 
 
+def mixed_table(rows):
+    out = ["| client | mode | size | registrations beside | reg p50 ms alone | reg p50 ms beside | "
+           "reg p99 ms alone | reg p99 ms beside | p50 beside / alone | other's dereg p50 ms |", "|" + "---|" * 10]
+    for r in rows:
+        if r.get("kind") != "mixed":
+            continue
+        a, b = p(r, "alone_reg_ns"), p(r, "beside_reg_ns")
+        out.append("| {} | {} | {} | {} x {} dereg ({} overlapped) | {} | {} | {} | {} | {} | {} |".format(
+            r["client"], r["mode"], size_name(r["size"]), r["beside_regs"], size_name(r["beside"]), r["overlapped"],
+            ms(a), ms(b), ms(p(r, "alone_reg_ns", "p99")), ms(p(r, "beside_reg_ns", "p99")),
+            f"{b / a:.2f}" if a and b else "-", ms(p(r, "peer_dereg_ns"))))
+    return "\n".join(out) if len(out) > 2 else ""
+
+
 def scale_table(rows):
     out = ["| client | mode | size | registrants | regs/s | reg p50 ms | reg p99 ms | "
            "acquire wait p99 ms | acquire p50 ms |", "|" + "---|" * 9]
@@ -230,6 +244,10 @@ def main():
     if vs:
         print(f"\nAgainst NVIDIA's nvidia-peermem, same run, mode and size (ratios):\n")
         print(vs)
+    mx = mixed_table(rows)
+    if mx:
+        print("\nMixed load (registrations alone, then while another process deregisters):\n")
+        print(mx)
     print("\nScaling (concurrent registrants: threads of one process, or processes):\n")
     print(scale_table(rows))
     return 0 if rows else 1

@@ -102,7 +102,7 @@ struct Run {
     error: Option<String>,
 }
 
-fn epoch_ns() -> u64 {
+pub(crate) fn epoch_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -112,7 +112,7 @@ fn os_err(what: &str, e: io::Error) -> String {
     format!("{what}: {e}")
 }
 
-fn alloc(dev: &Devices, len: u64, layout: (u32, u32)) -> Result<u64, String> {
+pub(crate) fn alloc(dev: &Devices, len: u64, layout: (u32, u32)) -> Result<u64, String> {
     let mut a = NvsimAlloc {
         len,
         va: 0,
@@ -124,14 +124,14 @@ fn alloc(dev: &Devices, len: u64, layout: (u32, u32)) -> Result<u64, String> {
     Ok(a.va)
 }
 
-fn free(dev: &Devices, va: u64) -> Result<(), String> {
+pub(crate) fn free(dev: &Devices, va: u64) -> Result<(), String> {
     let mut f = NvsimFree { va };
     dev.ioctl(Sim::Gpu, NVSIM_IOC_FREE, &mut f)
         .map_err(|e| os_err("gpu free", e))
 }
 
 /// Registers `[va, va + len)` (no SG copy); (handle, nents, times, wall ns).
-fn reg(dev: &Devices, va: u64, len: u64) -> Result<(u32, PcsimReg, u64), String> {
+pub(crate) fn reg(dev: &Devices, va: u64, len: u64) -> Result<(u32, PcsimReg, u64), String> {
     let mut r = PcsimReg {
         va,
         len,
@@ -144,7 +144,7 @@ fn reg(dev: &Devices, va: u64, len: u64) -> Result<(u32, PcsimReg, u64), String>
     Ok((r.handle, r, t0.elapsed().as_nanos() as u64))
 }
 
-fn dereg(dev: &Devices, handle: u32) -> Result<(PcsimDereg, u64), String> {
+pub(crate) fn dereg(dev: &Devices, handle: u32) -> Result<(PcsimDereg, u64), String> {
     let mut d = PcsimDereg {
         handle,
         ..Default::default()
@@ -284,7 +284,7 @@ fn parse(a: &[String]) -> Result<Opts, String> {
 }
 
 /// Percentiles of `v` (nearest rank).
-fn dist(v: &mut [u64]) -> String {
+pub(crate) fn dist(v: &mut [u64]) -> String {
     if v.is_empty() {
         return "null".into();
     }

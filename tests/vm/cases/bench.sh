@@ -18,7 +18,9 @@
 #   BENCH_MODES, BENCH_SIZES ("SIZE:ITERS:MEM_REGS:FREES ...": registration
 #   cycles, registrations held for the memory figure, cudaFrees timed in
 #   invalidate mode), BENCH_SCALE_SIZES, BENCH_SCALE_ITERS (per registrant),
-#   BENCH_CONC, BENCH_LAT (nvidia_p2p_sim latency-model parameters)
+#   BENCH_CONC, BENCH_LAT (nvidia_p2p_sim latency-model parameters),
+#   BENCH_MIXED ("LEN LEN2 K": LEN's registrations alone and while another
+#   process deregisters K registrations of LEN2; empty: no mixed load)
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 
@@ -29,6 +31,7 @@
 : "${BENCH_SCALE_SIZES:=2M 1G}"
 : "${BENCH_SCALE_ITERS:=6}"
 : "${BENCH_CONC:=1 2 4 8}"
+: "${BENCH_MIXED=2M 1G 16}"
 : "${BENCH_LAT:=lat_pin_call_us=50 lat_pin_page_ns=1000 lat_unpin_page_ns=250 lat_map_page_ns=250 lat_unmap_page_ns=100}"
 
 # The module name insmod gives a .ko file.
@@ -64,6 +67,16 @@ for spec in "${clients[@]}"; do
       inval=(); [ "$mode" = invalidate ] && [ "${frees:-0}" -gt 0 ] && inval=(--inval "$frees")
       bench_one "$label" "$mode" size "$size" --iters "$iters" --ideal --mem "$mem" "${inval[@]}"
     done
+    # The mixed load: 2 MiB registrations alone, then while another process
+    # deregisters 1 GiB ones (BENCH_MIXED="LEN LEN2 K"; empty: none).
+    if [ -n "$BENCH_MIXED" ]; then
+      read -r mlen mbeside mk <<< "$BENCH_MIXED"
+      if out=$("$SIMCTL" bench-mixed "$mlen" --iters "$BENCH_SCALE_ITERS" --beside "$mbeside" --beside-regs "$mk" --label "$label" 2>&1); then
+        echo "BENCHJSON {\"client\": \"$label\", \"mode\": \"$mode\", \"kind\": \"mixed\", ${out#\{}"
+      else
+        bad "$label $mode: simctl bench-mixed: $(tail -3 <<< "$out")"
+      fi
+    fi
     for size in $BENCH_SCALE_SIZES; do
       for c in $BENCH_CONC; do
         bench_one "$label" "$mode" threads "$size" --iters "$BENCH_SCALE_ITERS" --threads "$c"
