@@ -19,7 +19,7 @@
 #   cycles, registrations held for the memory figure, cudaFrees timed in
 #   invalidate mode), BENCH_SCALE_SIZES, BENCH_SCALE_ITERS (per registrant),
 #   BENCH_CONC, BENCH_LAT (nvidia_p2p_sim latency-model parameters),
-#   BENCH_MIXED ("LEN LEN2 K": LEN's registrations alone and while another
+#   BENCH_MIXED ("LEN LEN2 K N": N registrations of LEN alone and while another
 #   process deregisters K registrations of LEN2; empty: no mixed load)
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
@@ -31,7 +31,7 @@
 : "${BENCH_SCALE_SIZES:=2M 1G}"
 : "${BENCH_SCALE_ITERS:=6}"
 : "${BENCH_CONC:=1 2 4 8}"
-: "${BENCH_MIXED=2M 1G 16}"
+: "${BENCH_MIXED=2M 1G 16 40}"
 : "${BENCH_LAT:=lat_pin_call_us=50 lat_pin_page_ns=1000 lat_unpin_page_ns=250 lat_map_page_ns=250 lat_unmap_page_ns=100}"
 
 # The module name insmod gives a .ko file.
@@ -68,10 +68,10 @@ for spec in "${clients[@]}"; do
       bench_one "$label" "$mode" size "$size" --iters "$iters" --ideal --mem "$mem" "${inval[@]}"
     done
     # The mixed load: 2 MiB registrations alone, then while another process
-    # deregisters 1 GiB ones (BENCH_MIXED="LEN LEN2 K"; empty: none).
+    # deregisters 1 GiB ones (BENCH_MIXED="LEN LEN2 K N"; empty: none).
     if [ -n "$BENCH_MIXED" ]; then
-      read -r mlen mbeside mk <<< "$BENCH_MIXED"
-      if out=$("$SIMCTL" bench-mixed "$mlen" --iters "$BENCH_SCALE_ITERS" --beside "$mbeside" --beside-regs "$mk" --label "$label" 2>&1); then
+      read -r mlen mbeside mk miters <<< "$BENCH_MIXED"
+      if out=$("$SIMCTL" bench-mixed "$mlen" --iters "${miters:-40}" --beside "$mbeside" --beside-regs "$mk" --label "$label" 2>&1); then
         echo "BENCHJSON {\"client\": \"$label\", \"mode\": \"$mode\", \"kind\": \"mixed\", ${out#\{}"
       else
         bad "$label $mode: simctl bench-mixed: $(tail -3 <<< "$out")"
