@@ -14,6 +14,9 @@ sim_run 'core stats' > /dev/null
 check "two clients registered" has '^clients=2$'
 check "nv_mem: _ex client, INVALIDATE_UNMAPS, with invalidation" has '^client name=nv_mem version=550[.0-9]+ ex_size=152 flags=0x1 invalidation=1 '
 check "nv_mem_nc: plain client without invalidation" has '^client name=nv_mem_nc version=550[.0-9]+ ex_size=0 flags=0x0 invalidation=0 '
-check "rmmod unregisters both" pm_down
 no_leaks
+check "rmmod" rmmod_settled nvidia_peermem
+sim_run 'core stats' > /dev/null
+check "... unregistered both clients" has '^clients=0$'
+check "unload" pm_down
 finish
