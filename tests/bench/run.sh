@@ -335,7 +335,7 @@ run_kernel() { # run_kernel KVER
   if [ -z "${BG:-}" ] && pkg_tests && [[ ",$CASES," == *,pkg-modprobe,* ]] && ! is_debug_kernel "$k"; then
     timed "dkms install $k" bash "$BENCH/pkg.sh" install "$k" || true; pkg_k=$k
   fi
-  echo "-- $k: core variant $(core_variant_for "$k")${BG:+ (in the background)}"
+  [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k")${BG:+ (in the background)}"
   if [ -n "${BG:-}" ]; then
     VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
       timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 &
