@@ -1,8 +1,9 @@
 #!/bin/bash
 # nvpm-foreign-put (control, must fail: the module lets go of an armed pin):
-# a deregistration from a kernel worker (uverbs disassociate after a device
-# reset).  The driver's non-persistent put looks the pin up in the calling
-# process: from the worker it finds nothing, returns 0, and the pin and its
+# a deregistration from another process (a forked child that inherited the
+# uverbs file; a kernel worker's, after a device reset, is the same for the
+# driver).  The driver's non-persistent put looks the pin up in the calling
+# process: from the child it finds nothing, returns 0, and the pin and its
 # free callback stay armed until the owner's cudaFree.  nvidia-peermem
 # ignores the put's outcome (peermem.c:349-351) and its release frees the
 # context the callback was given and drops its module reference
@@ -15,8 +16,8 @@
 
 check "simulators (page tables v1) + NVIDIA's nvidia-peermem" nvpm_up || finish
 log_mark nvpm-fp
-check "deregistration from a kernel worker, then the owner's cudaFree" \
-  sim_run 'A=gpu alloc 2M fragmented:2; H=core reg $A 2M; core disassociate $H; sleep 1000; echo ARMED; gpu get pins; read /sys/module/nvidia_peermem/refcnt; gpu free $A; sleep 500; echo FREED; gpu get pins'
+check "deregistration from a forked child, then the owner's cudaFree" \
+  sim_run 'A=gpu alloc 2M fragmented:2; H=core reg $A 2M; fork core dereg $H; echo ARMED; gpu get pins; read /sys/module/nvidia_peermem/refcnt; gpu free $A; sleep 500; echo FREED; gpu get pins'
 armed=$(sed -n '/^ARMED$/{n;p}' <<< "$SIM_OUT"); ref=$(sed -n '/^ARMED$/{n;n;p}' <<< "$SIM_OUT")
 if [ "$armed" = 1 ]; then
   echo "info - the foreign put left the pin armed"
