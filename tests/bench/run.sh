@@ -127,8 +127,9 @@ BENCH_DEFAULT_CLIENTS="peermem_rs.ko|peermem_rs|mode={mode};$BENCH_NVIDIA_CLIENT
 BENCH_DEFAULT_CLIENTS+=";simclient_good.ko|simclient 1 pin, merged SG|persistent={persistent}"
 BENCH_DEFAULT_CLIENTS+=";simclient_good.ko|simclient probe+pin, per-page SG|persistent={persistent} probe_acquire=1 coalesce=0"
 # make bench: the settings file the in-VM case reads (<stage>/bench.conf).
-# Clients given by a path outside the module directory are copied into the
-# stage (the VM sees only the chroot).
+# Clients given by a path outside the module directory (absolute, or a
+# relative one that exists here) are copied into the stage (the VM sees
+# only the chroot).
 bench_conf() { # bench_conf STAGE_DIR_ON_HOST
   local spec ko label params modes simparams out= sep=
   mkdir -p "$1/bench-clients"
@@ -136,7 +137,9 @@ bench_conf() { # bench_conf STAGE_DIR_ON_HOST
   for spec in "${specs[@]}"; do
     IFS='|' read -r ko label params modes simparams <<< "$spec"
     [ -n "$ko" ] && [ -n "$label" ] || { echo "bench: BENCH_CLIENTS entry '$spec' is not KO|LABEL|PARAMS[|MODES[|SIMPARAMS]]" >&2; return 1; }
-    if [[ $ko == */* ]]; then
+    # (A relative path that is no file here names one of the module
+    # directory's subdirectories, e.g. nvidia/nvidia-peermem.ko.)
+    if [[ $ko == /* ]] || { [[ $ko == */* ]] && [ -e "$ko" ]; }; then
       [ -f "$ko" ] || { echo "bench: no such module: $ko" >&2; return 1; }
       cp "$ko" "$1/bench-clients/" && ko=$STAGE/bench-clients/$(basename "$ko")
     fi
