@@ -114,8 +114,9 @@ prepare_kernel() {
 }
 # make bench's clients: ours, and for comparison the simulators' test client
 # (tests/simclients) in two designs: one pin taken in acquire with merged SG
-# entries, and nvidia-peermem's shape (a one-page probe pin in acquire, the
-# real pin in get_pages, one SG entry per 64 KiB page).  Our module under its
+# entries, and a lighter nvidia-peermem shape (a one-page probe pin in
+# acquire where NVIDIA's pins the whole range, the real pin in get_pages,
+# one SG entry per 64 KiB page).  Our module under its
 # detected name is one more entry: "nvidia_peermem.ko|nvidia_peermem (ours)|mode={mode}".
 # And NVIDIA's own nvidia-peermem (tests/bench/nvidia-peermem.sh; the source
 # of the driver an admin runs with NVIDIA_PEERMEM_SRC=DIR), in invalidate
