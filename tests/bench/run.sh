@@ -325,7 +325,7 @@ run_kernel() { # run_kernel KVER
   local k=$1
   echo; echo "== kernel $k"
   PEERMEM_PLANTS=$(plants_for "$k" | paste -sd' '); export PEERMEM_PLANTS
-  PEERMEM_NVIDIA=$(nvpm_for "$k" && echo 1); export PEERMEM_NVIDIA
+  PEERMEM_NVIDIA=; if nvpm_for "$k"; then PEERMEM_NVIDIA=1; fi; export PEERMEM_NVIDIA
   if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; return 1; fi
   if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; return 1; fi
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
