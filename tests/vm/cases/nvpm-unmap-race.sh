@@ -5,7 +5,12 @@
 # dma_unmap_pages, which takes no API lock).  The driver frees the mapping
 # when the callback returns, so a callback must wait for the unmap in
 # flight.  nvidia-peermem's callback (peermem.c:122-172) invalidates and
-# returns without any wait for its nv_dma_unmap (peermem.c:313-315).
+# returns without any wait for its nv_dma_unmap (peermem.c:313-315).  With
+# a core that ignores INVALIDATE_UNMAPS the deregistration holds the
+# registration's mapping lock across dma_unmap and put_pages, and the
+# callback's invalidate (peermem.c:157) waits for it while holding the
+# driver's lock that put_pages needs: the core reports invalidate_deadlock
+# (the real one hangs).
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/nvpm-common.inc"
 
