@@ -5,8 +5,8 @@
 Reads the BENCHJSON lines the in-VM case `bench` printed (one JSON object
 per measurement, see tests/simctl/src/bench.rs), and writes
   OUT_DIR/bench.json   every measurement, as a list
-  OUT_DIR/bench.svg    registration time vs size, and scaling with the
-                       number of concurrent registrants
+  OUT_DIR/bench.svg    registration time / ideal vs size, and scaling with
+                       the number of concurrent registrants
 and prints the tables (Markdown) on stdout.  Standard library only; the
 chart is SVG written by hand.
 """
@@ -51,21 +51,65 @@ def p(row, key, q="p50"):
 def size_table(rows):
     out = ["| client | mode | size | regs/s | reg p50 ms | reg p99 ms | ideal ms | ratio p50 | "
            "acquire p50 ms | get_pages p50 ms | dereg p50 ms | dereg p99 ms | pin calls/reg | "
-           "SG entries | kernel KiB/reg (driver+core+client) | inval p50 ms | inval p99 ms |",
-           "|" + "---|" * 17]
+           "SG entries | kernel KiB/reg (driver+core+client) | inval p50 ms | inval p99 ms | "
+           "client's own p50 ms | client's share p50 % |",
+           "|" + "---|" * 19]
     for r in rows:
         if r.get("kind") != "size":
             continue
         mem = r.get("mem_per_reg_bytes")
-        out.append("| {} | {} | {} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} | {} | {} | {} | {} |".format(
+        share = p(r, "client_share_ppm")
+        out.append("| {} | {} | {} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} | {} | {} | {} | {} | {} | {} |".format(
             r["client"], r["mode"], size_name(r["size"]), r["regs_per_s"],
             ms(p(r, "reg_ns")), ms(p(r, "reg_ns", "p99")), ms(r.get("ideal_reg_ns")),
             f"{r['ratio_p50']:.2f}" if "ratio_p50" in r else "-",
             ms(p(r, "acquire_ns")), ms(p(r, "get_pages_ns")),
             ms(p(r, "dereg_ns")), ms(p(r, "dereg_ns", "p99")), r["pin_calls_per_reg"], r["sg_entries"],
             f"{mem / 1024:.1f}" if mem is not None else "-",
-            ms(p(r, "inval_ns")), ms(p(r, "inval_ns", "p99"))))
+            ms(p(r, "inval_ns")), ms(p(r, "inval_ns", "p99")),
+            ms(p(r, "client_own_ns")), f"{share / 1e4:.2f}" if share is not None else "-"))
     return "\n".join(out)
+
+
+REFERENCE = "nvidia-peermem (NVIDIA)"
+
+
+def versus_table(rows):
+    """Each client against NVIDIA's nvidia-peermem in the same run, mode and size:
+    ratios (NVIDIA's figure / the client's: above 1, the client is faster or
+    smaller)."""
+    ref = {(r["mode"], r["size"]): r for r in rows if r.get("kind") == "size" and r["client"] == REFERENCE}
+    out = ["| client | mode | size | reg p50: NVIDIA / client | reg p99: NVIDIA / client | "
+           "regs/s: client / NVIDIA | pin calls/reg (client, NVIDIA) | SG entries (client, NVIDIA) | "
+           "kernel KiB/reg (client, NVIDIA) | inval p50: NVIDIA / client |", "|" + "---|" * 10]
+
+    def ratio(a, b):
+        return f"{a / b:.2f}" if a and b else "-"
+    for r in rows:
+        n = ref.get((r.get("mode"), r.get("size")))
+        if r.get("kind") != "size" or n is None or r["client"] == REFERENCE:
+            continue
+        kib = lambda x: f"{x['mem_per_reg_bytes'] / 1024:.0f}" if x.get("mem_per_reg_bytes") is not None else "-"
+        out.append("| {} | {} | {} | {} | {} | {} | {:.2f}, {:.2f} | {}, {} | {}, {} | {} |".format(
+            r["client"], r["mode"], size_name(r["size"]),
+            ratio(p(n, "reg_ns"), p(r, "reg_ns")), ratio(p(n, "reg_ns", "p99"), p(r, "reg_ns", "p99")),
+            ratio(r["regs_per_s"], n["regs_per_s"]), r["pin_calls_per_reg"], n["pin_calls_per_reg"],
+            r["sg_entries"], n["sg_entries"], kib(r), kib(n), ratio(p(n, "inval_ns"), p(r, "inval_ns"))))
+    return "\n".join(out) if len(out) > 2 else ""
+
+
+def mixed_table(rows):
+    out = ["| client | mode | size | registrations beside | reg p50 ms alone | reg p50 ms beside | "
+           "reg p99 ms alone | reg p99 ms beside | p50 beside / alone | other's dereg p50 ms |", "|" + "---|" * 10]
+    for r in rows:
+        if r.get("kind") != "mixed":
+            continue
+        a, b = p(r, "alone_reg_ns"), p(r, "beside_reg_ns")
+        out.append("| {} | {} | {} | {} x {} dereg ({} overlapped) | {} | {} | {} | {} | {} | {} |".format(
+            r["client"], r["mode"], size_name(r["size"]), r["beside_regs"], size_name(r["beside"]), r["overlapped"],
+            ms(a), ms(b), ms(p(r, "alone_reg_ns", "p99")), ms(p(r, "beside_reg_ns", "p99")),
+            f"{b / a:.2f}" if a and b else "-", ms(p(r, "peer_dereg_ns"))))
+    return "\n".join(out) if len(out) > 2 else ""
 
 
 def scale_table(rows):
@@ -113,7 +157,7 @@ class Panel:
 
 
 def chart(rows):
-    sizes = [r for r in rows if r.get("kind") == "size" and p(r, "reg_ns")]
+    sizes = [r for r in rows if r.get("kind") == "size" and p(r, "reg_ns") and r.get("ideal_reg_ns")]
     scale = [r for r in rows if r.get("kind") in ("threads", "procs")]
     # Scaling: the largest size measured, in one mode (invalidate if there).
     scale_size = max((r["size"] for r in scale), default=0)
@@ -127,14 +171,19 @@ def chart(rows):
     for r in sizes:
         series.setdefault((r["client"], r["mode"]), []).append(r)
     if sizes:
+        # Time / ideal on a linear axis, so that a 2x shows as twice the height.
         xs = [r["size"] for r in sizes]
-        ys = [p(r, "reg_ns") / 1e6 for r in sizes] + [r["ideal_reg_ns"] / 1e6 for r in sizes if r.get("ideal_reg_ns")]
-        P = Panel(70, 40, 360, 320, xs, [max(y, 1e-3) for y in ys])
-        svg.append(f'<text x="{P.x0}" y="22" font-size="13">Registration time (p50, ms) vs size; dashed: the ideal</text>')
-        for e in range(int(P.ly[0]), int(P.ly[1]) + 1):
-            yy = P.y(10 ** e)
-            svg.append(f'<line x1="{P.x0}" y1="{yy:.1f}" x2="{P.x0 + P.w}" y2="{yy:.1f}" stroke="#ddd"/>')
-            svg.append(f'<text x="{P.x0 - 6}" y="{yy + 4:.1f}" text-anchor="end">{10 ** e:g}</text>')
+        ys = [p(r, "reg_ns") / r["ideal_reg_ns"] for r in sizes]
+        P = Panel(70, 40, 360, 320, xs, [0.0, 2.0] + ys, logy=False)
+        svg.append(f'<text x="{P.x0}" y="22" font-size="13">Registration time p50 / ideal (one pin + one map) vs size</text>')
+        step = 0.5 if P.ly[1] <= 4 else 1.0 if P.ly[1] <= 8 else 2.0
+        v = 0.0
+        while v <= P.ly[1]:
+            yy = P.y(v)
+            stroke = "#999" if v in (1.0, 2.0) else "#ddd"
+            svg.append(f'<line x1="{P.x0}" y1="{yy:.1f}" x2="{P.x0 + P.w}" y2="{yy:.1f}" stroke="{stroke}"/>')
+            svg.append(f'<text x="{P.x0 - 6}" y="{yy + 4:.1f}" text-anchor="end">{v:g}</text>')
+            v += step
         for s in sorted(set(xs)):
             xx = P.x(s)
             svg.append(f'<text x="{xx:.1f}" y="{P.y0 + P.h + 16}" text-anchor="middle">{size_name(s)}</text>')
@@ -142,12 +191,9 @@ def chart(rows):
         for i, (key, rs) in enumerate(sorted(series.items())):
             c = COLORS[i % len(COLORS)]
             rs = sorted(rs, key=lambda r: r["size"])
-            pts = " ".join(f"{P.x(r['size']):.1f},{P.y(max(p(r, 'reg_ns') / 1e6, 1e-3)):.1f}" for r in rs)
-            svg.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"/>')
-            ideal = [r for r in rs if r.get("ideal_reg_ns")]
-            if ideal:
-                pts = " ".join(f"{P.x(r['size']):.1f},{P.y(max(r['ideal_reg_ns'] / 1e6, 1e-3)):.1f}" for r in ideal)
-                svg.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-dasharray="4,3"/>')
+            pts = " ".join(f"{P.x(r['size']):.1f},{P.y(p(r, 'reg_ns') / r['ideal_reg_ns']):.1f}" for r in rs)
+            dash = ' stroke-dasharray="5,3"' if key[1] == "persistent" else ""
+            svg.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
             svg.append(f'<text x="{P.x0 + 8}" y="{P.y0 + 14 + 14 * i}" fill="{c}">{esc(key[0])} ({esc(key[1])})</text>')
     if scale:
         xs = [r["threads"] if r["kind"] == "threads" else r["procs"] for r in scale]
@@ -194,6 +240,14 @@ def main():
         f.write(chart(rows) + "\n")
     print("Registration cost by size (times measured by the simulated core, ms):\n")
     print(size_table(rows))
+    vs = versus_table(rows)
+    if vs:
+        print(f"\nAgainst NVIDIA's nvidia-peermem, same run, mode and size (ratios):\n")
+        print(vs)
+    mx = mixed_table(rows)
+    if mx:
+        print("\nMixed load (registrations alone, then while another process deregisters):\n")
+        print(mx)
     print("\nScaling (concurrent registrants: threads of one process, or processes):\n")
     print(scale_table(rows))
     return 0 if rows else 1

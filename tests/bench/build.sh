@@ -125,5 +125,10 @@ for ko in "$ROOT$OUT"/*.ko; do
     echo "BUILD-FAIL $KVER $(basename "$ko"): imports symbols the kernel does not export:"; echo "$missing" | head -20; status=1
   fi
 done
+# NVIDIA's own nvidia-peermem (the control, make bench's comparison), when
+# this run needs it (run.sh sets PEERMEM_NVIDIA=1): into <out>/nvidia/.
+if [ -n "${PEERMEM_NVIDIA:-}" ] && [ $status = 0 ]; then
+  bash "$BENCH/nvidia-peermem.sh" build "$KVER" || status=1
+fi
 [ $status = 0 ] && echo "BUILD-OK $KVER $(cd "$ROOT$OUT" && ls *.ko 2>/dev/null | tr '\n' ' ')"
 exit $status

@@ -9,8 +9,10 @@ TOP=$(cd "$BENCH/../.." && pwd)
 
 : "${CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/peermem-rs}"
 # The chroot is the toolchain and, read-only over virtio-9p, the VM's root.
-# Keyed by the pins (bump CHROOT_REV in versions.env when chroot.sh changes what it installs).
-CHROOT_KEY=$(sha256sum < "$BENCH/versions.env" | cut -c1-12)
+# Keyed by the pins (bump CHROOT_REV in versions.env when chroot.sh changes what it installs):
+# the lines of versions.env above its "not in the chroot key" marker line
+# (the whole file when it has none).
+CHROOT_KEY=$(sed '/^# --- not in the chroot key ---$/,$d' "$BENCH/versions.env" | sha256sum | cut -c1-12)
 ROOT=$CACHE/chroot-$SUITE-$CHROOT_KEY
 # Where a bench run puts what it builds for the VM (inside the chroot).
 # Path as seen inside the chroot and the VM; STAGE=/peermem-x gives a run of

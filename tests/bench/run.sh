@@ -114,32 +114,42 @@ prepare_kernel() {
 }
 # make bench's clients: ours, and for comparison the simulators' test client
 # (tests/simclients) in two designs: one pin taken in acquire with merged SG
-# entries, and nvidia-peermem's shape (a one-page probe pin in acquire, the
-# real pin in get_pages, one SG entry per 64 KiB page).  Our module under its
+# entries, and a lighter nvidia-peermem shape (a one-page probe pin in
+# acquire where NVIDIA's pins the whole range, the real pin in get_pages,
+# one SG entry per 64 KiB page).  Our module under its
 # detected name is one more entry: "nvidia_peermem.ko|nvidia_peermem (ours)|mode={mode}".
-BENCH_DEFAULT_CLIENTS="peermem_rs.ko|peermem_rs|mode={mode}"
+# And NVIDIA's own nvidia-peermem (tests/bench/nvidia-peermem.sh; the source
+# of the driver an admin runs with NVIDIA_PEERMEM_SRC=DIR), in invalidate
+# mode only (its persistent client, nv_mem_nc, is asked only for memory
+# its nv_mem client declines), the simulated driver handing out v1 page
+# tables as the 550 driver it was written for.
+BENCH_NVIDIA_CLIENT="nvidia/nvidia-peermem.ko|nvidia-peermem (NVIDIA)||invalidate|pt_version=0x00010002"
+BENCH_DEFAULT_CLIENTS="peermem_rs.ko|peermem_rs|mode={mode};$BENCH_NVIDIA_CLIENT"
 BENCH_DEFAULT_CLIENTS+=";simclient_good.ko|simclient 1 pin, merged SG|persistent={persistent}"
 BENCH_DEFAULT_CLIENTS+=";simclient_good.ko|simclient probe+pin, per-page SG|persistent={persistent} probe_acquire=1 coalesce=0"
 # make bench: the settings file the in-VM case reads (<stage>/bench.conf).
-# Clients given by a path outside the module directory are copied into the
-# stage (the VM sees only the chroot).
+# Clients given by a path outside the module directory (absolute, or a
+# relative one that exists here) are copied into the stage (the VM sees
+# only the chroot).
 bench_conf() { # bench_conf STAGE_DIR_ON_HOST
-  local spec ko label params out= sep=
+  local spec ko label params modes simparams out= sep=
   mkdir -p "$1/bench-clients"
   IFS=';' read -r -a specs <<< "${BENCH_CLIENTS:-$BENCH_DEFAULT_CLIENTS}"
   for spec in "${specs[@]}"; do
-    IFS='|' read -r ko label params <<< "$spec"
-    [ -n "$ko" ] && [ -n "$label" ] || { echo "bench: BENCH_CLIENTS entry '$spec' is not KO|LABEL|PARAMS" >&2; return 1; }
-    if [[ $ko == */* ]]; then
+    IFS='|' read -r ko label params modes simparams <<< "$spec"
+    [ -n "$ko" ] && [ -n "$label" ] || { echo "bench: BENCH_CLIENTS entry '$spec' is not KO|LABEL|PARAMS[|MODES[|SIMPARAMS]]" >&2; return 1; }
+    # (A relative path that is no file here names one of the module
+    # directory's subdirectories, e.g. nvidia/nvidia-peermem.ko.)
+    if [[ $ko == /* ]] || { [[ $ko == */* ]] && [ -e "$ko" ]; }; then
       [ -f "$ko" ] || { echo "bench: no such module: $ko" >&2; return 1; }
       cp "$ko" "$1/bench-clients/" && ko=$STAGE/bench-clients/$(basename "$ko")
     fi
-    out="$out$sep$ko|$label|$params"; sep=';'
+    out="$out$sep$ko|$label|$params|$modes|$simparams"; sep=';'
   done
   printf 'BENCH_CLIENTS=%q\n' "$out"
   local v
-  for v in BENCH_MODES BENCH_SIZES BENCH_SCALE_SIZES BENCH_SCALE_ITERS BENCH_CONC BENCH_LAT; do
-    [ -n "${!v:-}" ] && printf '%s=%q\n' "$v" "${!v}"
+  for v in BENCH_MODES BENCH_SIZES BENCH_SCALE_SIZES BENCH_SCALE_ITERS BENCH_CONC BENCH_LAT BENCH_MIXED; do
+    [ -n "${!v+set}" ] && printf '%s=%q\n' "$v" "${!v}"
   done
   return 0
 }
@@ -231,9 +241,18 @@ judge_host_layouts() { # judge_host_layouts FILE KVER
   passed=$((passed+p)); failed=$((failed+f))
   if [ "$f" != 0 ] || ! grep -q 'VMCASE-END host-layouts PASS' <<< "$section"; then failures+=("$2:host-layouts"); [ "$f" != 0 ] || failed=$((failed+1)); fi
 }
+# case_failed_for CONSOLE NAME ERE -- case NAME of that boot failed, and its
+# section shows ERE.  Here-strings, not pipes: grep -q stops at the first
+# match and, under pipefail, an echo still writing a long section (a KASAN
+# report per operation) would die of SIGPIPE and fail the test.
+case_failed_for() {
+  local section
+  section=$(sed -n "/VMCASE-BEGIN $2\$/,/VMCASE-END $2 /p" "$1")
+  grep -q "VMCASE-END $2 FAIL" <<< "$section" && grep -qE "$3" <<< "$section"
+}
 SC_PID=
 selfcheck() { # selfcheck KVER: judge the controls (booting them first unless started)
-  local k=$1 out=$RESULTS/selfcheck-$1.out name re section
+  local k=$1 out=$RESULTS/selfcheck-$1.out name re
   echo "-- $k: negative controls (each must be caught)"
   if [ -n "$SC_PID" ]; then wait "$SC_PID" || true; SC_PID=; else selfcheck_boot "$k"; fi
   grep -E '^(TIME selfcheck|VMRETRY|VM stuck|VM died)' "$out" || true
@@ -242,23 +261,61 @@ selfcheck() { # selfcheck KVER: judge the controls (booting them first unless st
   if [ -f "$RESULTS/hosts-$k.counts" ]; then judge_host_layouts "$out" "$k"; else echo "FAIL - hosts.sh did not run"; record fail "$k:hosts"; fi
   while IFS=$'\t' read -r name re; do
     case "$name" in ''|'#'*) continue;; esac
-    section=$(sed -n "/VMCASE-BEGIN $name\$/,/VMCASE-END $name /p" "$out")
-    # Here-strings, not pipes: grep -q stops at the first match and, under
-    # pipefail, an echo still writing a long section (a KASAN report per
-    # operation) would die of SIGPIPE and fail the test.
-    if grep -q "VMCASE-END $name FAIL" <<< "$section" && grep -qE "$re" <<< "$section"; then
+    if case_failed_for "$out" "$name" "$re"; then
       echo "ok   - control $name was caught ($re)"; record pass "selfcheck:$name"
     else
       echo "FAIL - control $name was NOT caught by the bench (wanted: $re)"; record fail "$k:selfcheck:$name"
     fi
   done < "$TOP/tests/vm/selfcheck.list"
 }
+# The control (tests/vm/nvpm.list): NVIDIA's own nvidia-peermem through the
+# nvpm-* cases, in a boot of its own, each case judged by what its source
+# says NVIDIA's module must do there.  `make test` runs it on the default
+# Debian kernel; the pseudo-case nvpm-control in CASES on each kernel.
+nvpm_control() { # nvpm_control KVER
+  local k=$1 out=$RESULTS/nvpm-$1.out list name want re src
+  echo "-- $k: control: NVIDIA's nvidia-peermem, each case as its source says"
+  list=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/nvpm.list" | cut -f1 | paste -sd,)
+  VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" RESULTS=$RESULTS/nvpm \
+    timed "control $k" bash "$BENCH/vm.sh" "$k" "$list" > "$out" 2>&1 || true
+  grep -E '^(TIME control|VMRETRY|VM stuck|VM died|info)' "$out" || true
+  while IFS=$'\t' read -r name want re src; do
+    case "$name" in ''|'#'*) continue;; esac
+    if [ "$want" = pass ]; then
+      if grep -q "^VMCASE-END $name PASS" "$out"; then
+        echo "ok   - control $name: NVIDIA's module passes, as its source says ($src)"; record pass "nvpm:$name"
+      else
+        echo "FAIL - control $name: NVIDIA's module fails where its source is right ($src): the bench is wrong"
+        sed -n "/VMCASE-BEGIN $name\$/,/VMCASE-END $name /p" "$out" | grep -E '^FAIL' | head -n 5
+        record fail "$k:nvpm:$name"
+      fi
+    elif case_failed_for "$out" "$name" "$re"; then
+      echo "ok   - control $name: NVIDIA's module fails, as its source says ($re; $src)"; record pass "nvpm:$name"
+    else
+      echo "FAIL - control $name: NVIDIA's module no longer fails for its weakness (wanted: $re; $src): a simulator lost its teeth"
+      record fail "$k:nvpm:$name"
+    fi
+  done < "$TOP/tests/vm/nvpm.list"
+}
+NVPM_CONTROL=
+if [[ ,${CASES:-}, == *,nvpm-control,* ]]; then
+  NVPM_CONTROL=all; CASES=$(echo ",$CASES," | sed 's/,nvpm-control,/,/g; s/^,//; s/,$//')
+  [ -n "$CASES" ] || CASES=-
+fi
 [ -n "${CASES:-}" ] && CASES_GIVEN=1
 # The packaging cases run in `make test`, or with PKG_TESTS=1 next to CASES=.
 pkg_tests() { [ "$mode" = test ] && { [ -z "${CASES_GIVEN:-}" ] || [ "${PKG_TESTS:-}" = 1 ]; }; }
 if [ -z "${CASES:-}" ]; then
   CASES=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/suite.list" | paste -sd,)
+  [ "$mode" = test ] && NVPM_CONTROL=$DEFAULT_KERNEL
 fi
+[ "$CASES" = - ] && CASES=
+# nvpm_for KVER -- this kernel's build needs NVIDIA's nvidia-peermem: its
+# control boot runs there, or a case of it.
+nvpm_for() {
+  [ "$NVPM_CONTROL" = all ] || [ "$NVPM_CONTROL" = "$1" ] || [[ ,$CASES, == *,nvpm-* ]] ||
+    { [ "$mode" = bench ] && [[ ${BENCH_CLIENTS:-$BENCH_DEFAULT_CLIENTS} == *nvidia/nvidia-peermem.ko* ]]; }
+}
 
 # The RDMA core variant each kernel's boot runs the module suite against
 # (peer_core_sim variant=, see tests/sim/README.md): spread over the matrix
@@ -291,6 +348,7 @@ run_kernel() { # run_kernel KVER
   local k=$1
   echo; echo "== kernel $k"
   PEERMEM_PLANTS=$(plants_for "$k" | paste -sd' '); export PEERMEM_PLANTS
+  PEERMEM_NVIDIA=; if nvpm_for "$k"; then PEERMEM_NVIDIA=1; fi; export PEERMEM_NVIDIA
   if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; return 1; fi
   if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; return 1; fi
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
@@ -307,17 +365,20 @@ run_kernel() { # run_kernel KVER
   if [[ ",$CASES," == *,host-layouts,* ]] && is_debug_kernel "$k"; then
     hosts_step "$k" || true
   fi
-  echo "-- $k: core variant $(core_variant_for "$k")${BG:+ (in the background)}"
+  [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k")${BG:+ (in the background)}"
   if [ -n "${BG:-}" ]; then
     VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
       timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 &
     BG_PID=$!
     return 0
   fi
-  VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
-    timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
-  [ -z "$pkg_k" ] || timed "dkms remove $k" bash "$BENCH/pkg.sh" remove "$k" || true
-  collect_vm "$k"
+  if [ -n "$CASES" ]; then
+    VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
+      timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
+    [ -z "$pkg_k" ] || timed "dkms remove $k" bash "$BENCH/pkg.sh" remove "$k" || true
+    collect_vm "$k"
+  fi
+  if [ "$NVPM_CONTROL" = all ] || [ "$NVPM_CONTROL" = "$k" ]; then nvpm_control "$k"; fi
 }
 # The verdicts of kernel KVER's VM, and (make test, debug kernel) its
 # negative controls.

@@ -20,6 +20,11 @@ impl<const N: usize> Counters<N> {
         self.0[i].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Adds `n` to kind `i`.
+    pub(crate) fn add_n(&self, i: usize, n: u64) {
+        self.0[i].fetch_add(n, Ordering::Relaxed);
+    }
+
     /// How many of kind `i` were counted.
     pub(crate) fn get(&self, i: usize) -> u64 {
         self.0[i].load(Ordering::Relaxed)

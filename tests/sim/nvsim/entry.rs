@@ -88,7 +88,7 @@ unsafe extern "C" fn nvidia_p2p_get_pages(
     data: *mut c_void,
 ) -> c_int {
     let call = Call::GetPages;
-    call.count();
+    let _timed = call.timed();
     from_result(|| {
         check_range(call, virtual_address, length)?;
         if p2p_token != 0 || va_space != 0 {
@@ -150,7 +150,7 @@ unsafe extern "C" fn nvidia_p2p_put_pages(
     page_table: *mut nvidia_p2p_page_table,
 ) -> c_int {
     let call = Call::PutPages;
-    call.count();
+    let _timed = call.timed();
     let seq = API.retire_seq();
     from_result(|| {
         if p2p_token != 0 || va_space != 0 {
@@ -189,7 +189,7 @@ unsafe extern "C" fn nvidia_p2p_sim_get_pages_persistent(
     flags: u32,
 ) -> c_int {
     let call = Call::GetPagesPersistent;
-    call.count();
+    let _timed = call.timed();
     from_result(|| {
         check_range(call, virtual_address, length)?;
         if flags & !NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING != 0 {
@@ -230,7 +230,7 @@ unsafe extern "C" fn nvidia_p2p_sim_put_pages_persistent(
     flags: u32,
 ) -> c_int {
     let call = Call::PutPagesPersistent;
-    call.count();
+    let _timed = call.timed();
     let seq = API.retire_seq();
     from_result(|| {
         if flags != 0 {
@@ -273,7 +273,7 @@ unsafe extern "C" fn nvidia_p2p_dma_map_pages(
     dma_mapping: *mut *mut nvidia_p2p_dma_mapping,
 ) -> c_int {
     let call = Call::DmaMapPages;
-    call.count();
+    let _timed = call.timed();
     let seq = API.retire_seq();
     from_result(|| {
         let peer = check_peer(call, peer)?;
@@ -371,7 +371,7 @@ unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
     dma_mapping: *mut nvidia_p2p_dma_mapping,
 ) -> c_int {
     let call = Call::DmaUnmapPages;
-    call.count();
+    let _timed = call.timed();
     let seq = API.retire_seq();
     from_result(|| {
         let peer = check_peer(call, peer)?;

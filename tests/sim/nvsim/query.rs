@@ -112,6 +112,14 @@ impl StateGuard<'_> {
         for (call, name) in CALLS {
             writeln!(t, "calls.{}={}", name, call.calls())?;
         }
+        for (call, name) in CALLS {
+            writeln!(t, "ns.{}={}", name, call.ns())?;
+        }
+        writeln!(
+            t,
+            "driver_ns={}",
+            CALLS.iter().map(|(c, _)| c.ns()).sum::<u64>()
+        )?;
         violation::VIOLATIONS.write_stats(t)?;
         writeln!(t, "free_callbacks={}", self.free_callbacks)?;
         writeln!(t, "raced_calls={}", self.raced)?;

@@ -2,7 +2,7 @@
 
 //! The contract checks' outcome: the violation kinds a client can commit
 //! against the NVIDIA P2P API (counted, logged and WARNed as
-//! `common/violation.rs` does), the per-function call counters and the
+//! `common/violation.rs` does), the per-function call counters and times and the
 //! driver's event counters.
 
 #[macro_use]
@@ -11,6 +11,7 @@ mod common;
 pub(crate) use common::{ViolationKind, Violations};
 
 use crate::counters::Counters;
+use crate::sys;
 
 violation_kinds! {
     /// A contract violation a client can commit against the NVIDIA P2P API.
@@ -94,6 +95,22 @@ pub(crate) const CALLS: [(Call, &str); 8] = [
 ];
 
 static CALL_COUNTS: Counters<{ CALLS.len() }> = Counters::new();
+/// Nanoseconds spent inside each function (entry to return, the latency
+/// model's sleeps and the API lock's waits included): what a client's call
+/// costs in the driver, so that `simctl bench` can tell the client's own
+/// share of a registration.
+static CALL_NS: Counters<{ CALLS.len() }> = Counters::new();
+
+/// A call in progress: its time is added to the function's total when it
+/// is dropped (at the function's return).
+#[must_use]
+pub(crate) struct Timed(Call, u64);
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        CALL_NS.add_n(self.0 as usize, sys::ktime_ns().saturating_sub(self.1));
+    }
+}
 
 impl Call {
     /// Counts one call.
@@ -101,9 +118,20 @@ impl Call {
         CALL_COUNTS.add(self as usize);
     }
 
+    /// Counts one call and times it until the returned value is dropped.
+    pub(crate) fn timed(self) -> Timed {
+        self.count();
+        Timed(self, sys::ktime_ns())
+    }
+
     /// The calls counted so far.
     pub(crate) fn calls(self) -> u64 {
         CALL_COUNTS.get(self as usize)
+    }
+
+    /// The nanoseconds spent in timed calls so far.
+    pub(crate) fn ns(self) -> u64 {
+        CALL_NS.get(self as usize)
     }
 
     /// The violation a call of this function from inside a free callback is.
@@ -145,4 +173,5 @@ counted_events! {
 pub(crate) fn reset() {
     VIOLATIONS.reset();
     CALL_COUNTS.reset();
+    CALL_NS.reset();
 }

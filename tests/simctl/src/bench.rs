@@ -34,12 +34,15 @@ struct Sample {
     dereg: PcsimDereg,
     dereg_wall: u64,
     nents: u32,
+    /// Time spent inside the simulated driver's functions during the
+    /// registration (single-threaded runs only, else 0).
+    driver_ns: u64,
 }
 
 impl Sample {
     fn to_line(self) -> String {
         format!(
-            "S {} {} {} {} {} {} {} {} {} {} {} {}",
+            "S {} {} {} {} {} {} {} {} {} {} {} {} {}",
             self.reg_wall,
             self.t.acquire_wait_ns,
             self.t.acquire_ns,
@@ -51,7 +54,8 @@ impl Sample {
             self.dereg.release_ns,
             self.dereg.total_ns,
             self.dereg_wall,
-            self.nents
+            self.nents,
+            self.driver_ns
         )
     }
 
@@ -61,7 +65,7 @@ impl Sample {
             .split_whitespace()
             .map(|x| x.parse().ok())
             .collect::<Option<_>>()?;
-        if v.len() != 12 {
+        if v.len() != 13 {
             return None;
         }
         Some(Sample {
@@ -82,6 +86,7 @@ impl Sample {
             },
             dereg_wall: v[10],
             nents: u32::try_from(v[11]).ok()?,
+            driver_ns: v[12],
         })
     }
 }
@@ -97,7 +102,7 @@ struct Run {
     error: Option<String>,
 }
 
-fn epoch_ns() -> u64 {
+pub(crate) fn epoch_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -107,7 +112,7 @@ fn os_err(what: &str, e: io::Error) -> String {
     format!("{what}: {e}")
 }
 
-fn alloc(dev: &Devices, len: u64, layout: (u32, u32)) -> Result<u64, String> {
+pub(crate) fn alloc(dev: &Devices, len: u64, layout: (u32, u32)) -> Result<u64, String> {
     let mut a = NvsimAlloc {
         len,
         va: 0,
@@ -119,14 +124,14 @@ fn alloc(dev: &Devices, len: u64, layout: (u32, u32)) -> Result<u64, String> {
     Ok(a.va)
 }
 
-fn free(dev: &Devices, va: u64) -> Result<(), String> {
+pub(crate) fn free(dev: &Devices, va: u64) -> Result<(), String> {
     let mut f = NvsimFree { va };
     dev.ioctl(Sim::Gpu, NVSIM_IOC_FREE, &mut f)
         .map_err(|e| os_err("gpu free", e))
 }
 
 /// Registers `[va, va + len)` (no SG copy); (handle, nents, times, wall ns).
-fn reg(dev: &Devices, va: u64, len: u64) -> Result<(u32, PcsimReg, u64), String> {
+pub(crate) fn reg(dev: &Devices, va: u64, len: u64) -> Result<(u32, PcsimReg, u64), String> {
     let mut r = PcsimReg {
         va,
         len,
@@ -139,7 +144,7 @@ fn reg(dev: &Devices, va: u64, len: u64) -> Result<(u32, PcsimReg, u64), String>
     Ok((r.handle, r, t0.elapsed().as_nanos() as u64))
 }
 
-fn dereg(dev: &Devices, handle: u32) -> Result<(PcsimDereg, u64), String> {
+pub(crate) fn dereg(dev: &Devices, handle: u32) -> Result<(PcsimDereg, u64), String> {
     let mut d = PcsimDereg {
         handle,
         ..Default::default()
@@ -169,8 +174,17 @@ fn worker(dev: &Devices, o: &Opts, start: Option<&Barrier>) -> Run {
         std::thread::sleep(std::time::Duration::from_nanos(o.start_at - now));
     }
     run.start = epoch_ns();
+    // One registrant: the driver's time during each registration (read
+    // outside the registration; with several, their calls would mix).
+    let alone = o.threads == 1 && o.procs == 0;
     for _ in 0..o.iters {
+        let drv0 = if alone { driver_ns(dev) } else { 0 };
         let step = reg(dev, va, o.len).and_then(|(h, r, reg_wall)| {
+            let drv = if alone {
+                driver_ns(dev).saturating_sub(drv0)
+            } else {
+                0
+            };
             let (d, dereg_wall) = dereg(dev, h)?;
             Ok(Sample {
                 reg_wall,
@@ -178,6 +192,7 @@ fn worker(dev: &Devices, o: &Opts, start: Option<&Barrier>) -> Run {
                 dereg: d,
                 dereg_wall,
                 nents: r.sg_count,
+                driver_ns: drv,
             })
         });
         match step {
@@ -269,7 +284,7 @@ fn parse(a: &[String]) -> Result<Opts, String> {
 }
 
 /// Percentiles of `v` (nearest rank).
-fn dist(v: &mut [u64]) -> String {
+pub(crate) fn dist(v: &mut [u64]) -> String {
     if v.is_empty() {
         return "null".into();
     }
@@ -284,6 +299,14 @@ fn dist(v: &mut [u64]) -> String {
         v[v.len() - 1],
         mean
     )
+}
+
+/// The simulated driver's time inside its functions so far (`driver_ns`).
+fn driver_ns(dev: &Devices) -> u64 {
+    let s = dev.stats(Sim::Gpu).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("driver_ns=")?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn gpu_calls(dev: &Devices) -> u64 {
@@ -499,6 +522,24 @@ pub fn main(a: &[String]) -> i32 {
         ("put_pages_ns", |s| s.dereg.put_pages_ns),
     ] {
         let _ = write!(json, ", \"{k}\": {}", dist(&mut pick(f)));
+    }
+    // The client's own share of a registration: its callbacks' time (as
+    // the core measured it) minus the driver's time inside them.
+    if samples.iter().any(|s| s.driver_ns > 0) {
+        let own = |s: &Sample| {
+            (s.t.acquire_ns + s.t.get_pages_ns + s.t.dma_map_ns).saturating_sub(s.driver_ns)
+        };
+        let mut share: Vec<u64> = samples
+            .iter()
+            .map(|s| own(s) * 1_000_000 / s.t.total_ns.max(1))
+            .collect();
+        let _ = write!(
+            json,
+            ", \"driver_ns\": {}, \"client_own_ns\": {}, \"client_share_ppm\": {}",
+            dist(&mut pick(|s| s.driver_ns)),
+            dist(&mut pick(own)),
+            dist(&mut share)
+        );
     }
     let _ = write!(
         json,

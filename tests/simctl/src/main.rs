@@ -5,6 +5,8 @@
 //! simctl run 'STMT; STMT...'   statements in one process (see script.rs)
 //! simctl script FILE|-         the same from a file or stdin
 //! simctl bench LEN [OPTIONS]   registration cost, as JSON (see bench.rs)
+//! simctl bench-mixed LEN ...  a mixed load: registrations beside another
+//!                             process's deregistrations (see mixed.rs)
 //! ```
 //! Commands (output is "key=value" text, one fact per line):
 //! ```text
@@ -27,6 +29,7 @@ mod bench;
 mod cmd;
 mod dev;
 mod fuzz;
+mod mixed;
 mod num;
 mod proc;
 mod rng;
@@ -51,6 +54,8 @@ fn main() -> ExitCode {
         }
         Some("bench") => return exit(bench::main(&args[1..])),
         Some("bench-worker") => return exit(bench::worker_main(&args[1..])),
+        Some("bench-mixed") => return exit(mixed::main(&args[1..])),
+        Some("bench-mixed-peer") => return exit(mixed::peer_main(&args[1..])),
         Some("stress") => {
             return if stress::main(&args[1..]) {
                 ExitCode::SUCCESS

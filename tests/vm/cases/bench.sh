@@ -9,13 +9,18 @@
 #
 # Settings come from <stage>/bench.conf (written by tests/bench/bench.sh),
 # else the defaults below:
-#   BENCH_CLIENTS  "KO|LABEL|PARAMS;..." (KO: a file in this kernel's module
-#                  directory or an absolute path; PARAMS may say {mode} and
-#                  {persistent} (1 in persistent mode, else 0))
+#   BENCH_CLIENTS  "KO|LABEL|PARAMS[|MODES[|SIMPARAMS]];..." (KO: a file in this
+#                  kernel's module directory or an absolute path; PARAMS may
+#                  say {mode} and {persistent} (1 in persistent mode, else 0);
+#                  MODES: the modes of BENCH_MODES this client runs in (empty:
+#                  all); SIMPARAMS: nvidia_p2p_sim parameters for it, e.g. the
+#                  page-table version of the driver generation it was written for)
 #   BENCH_MODES, BENCH_SIZES ("SIZE:ITERS:MEM_REGS:FREES ...": registration
 #   cycles, registrations held for the memory figure, cudaFrees timed in
 #   invalidate mode), BENCH_SCALE_SIZES, BENCH_SCALE_ITERS (per registrant),
-#   BENCH_CONC, BENCH_LAT (nvidia_p2p_sim latency-model parameters)
+#   BENCH_CONC, BENCH_LAT (nvidia_p2p_sim latency-model parameters),
+#   BENCH_MIXED ("LEN LEN2 K N": N registrations of LEN alone and while another
+#   process deregisters K registrations of LEN2; empty: no mixed load)
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 
@@ -26,6 +31,7 @@
 : "${BENCH_SCALE_SIZES:=2M 1G}"
 : "${BENCH_SCALE_ITERS:=6}"
 : "${BENCH_CONC:=1 2 4 8}"
+: "${BENCH_MIXED=2M 1G 16 40}"
 : "${BENCH_LAT:=lat_pin_call_us=50 lat_pin_page_ns=1000 lat_unpin_page_ns=250 lat_map_page_ns=250 lat_unmap_page_ns=100}"
 
 # The module name insmod gives a .ko file.
@@ -42,15 +48,16 @@ bench_one() { # bench_one CLIENT MODE KIND simctl-bench-args...
 echo "latency model: $BENCH_LAT"
 IFS=';' read -r -a clients <<< "$BENCH_CLIENTS"
 for spec in "${clients[@]}"; do
-  IFS='|' read -r ko label params <<< "$spec"
+  IFS='|' read -r ko label params modes simparams <<< "$spec"
   case $ko in /*) ;; *) ko=$MODS/$ko;; esac
   [ -f "$ko" ] || { bad "$label: no module $ko"; continue; }
   for mode in $BENCH_MODES; do
+    [ -z "$modes" ] || [[ " ${modes//,/ } " == *" $mode "* ]] || continue
     p=${params//\{mode\}/$mode}
     p=${p//\{persistent\}/$([ "$mode" = persistent ] && echo 1 || echo 0)}
     pm_down > /dev/null 2>&1; rmmod "$(modname "$ko")" 2>/dev/null
     # shellcheck disable=SC2086 # parameter lists
-    if ! { sim_load $BENCH_LAT && insmod "$ko" $p; }; then
+    if ! { sim_load $BENCH_LAT $simparams && insmod "$ko" $p; }; then
       bad "$label $mode: loading the simulators or $ko ($p) failed"; continue
     fi
     ok "$label $mode: loaded ($(basename "$ko") $p)"
@@ -60,6 +67,16 @@ for spec in "${clients[@]}"; do
       inval=(); [ "$mode" = invalidate ] && [ "${frees:-0}" -gt 0 ] && inval=(--inval "$frees")
       bench_one "$label" "$mode" size "$size" --iters "$iters" --ideal --mem "$mem" "${inval[@]}"
     done
+    # The mixed load: 2 MiB registrations alone, then while another process
+    # deregisters 1 GiB ones (BENCH_MIXED="LEN LEN2 K N"; empty: none).
+    if [ -n "$BENCH_MIXED" ]; then
+      read -r mlen mbeside mk miters <<< "$BENCH_MIXED"
+      if out=$("$SIMCTL" bench-mixed "$mlen" --iters "${miters:-40}" --beside "$mbeside" --beside-regs "$mk" --label "$label" 2>&1); then
+        echo "BENCHJSON {\"client\": \"$label\", \"mode\": \"$mode\", \"kind\": \"mixed\", ${out#\{}"
+      else
+        bad "$label $mode: simctl bench-mixed: $(tail -3 <<< "$out")"
+      fi
+    fi
     for size in $BENCH_SCALE_SIZES; do
       for c in $BENCH_CONC; do
         bench_one "$label" "$mode" threads "$size" --iters "$BENCH_SCALE_ITERS" --threads "$c"
