@@ -82,7 +82,7 @@ if [ ! -f "$config" ]; then
 fi
 
 # The release's major version (os-release VERSION_ID), or empty.
-os_major() { (. "${PEERMEM_OS_RELEASE:-/etc/os-release}" 2>/dev/null; echo "${VERSION_ID%%.*}"); }
+os_major() { (VERSION_ID=; . "${PEERMEM_OS_RELEASE:-/etc/os-release}" 2>/dev/null; v=${VERSION_ID:-}; echo "${v%%.*}"); }
 
 # debian_kernel_remedy PREFIX -- the kernel to install on Debian: on 13,
 # PREFIX and its backports kernel; before 13, whose kernels (backports
@@ -115,7 +115,7 @@ fi
 # 2b. A kernel crate the module can build against: Linux 6.19 or later
 # (rust/compat.rs, docs/facts/kernel-crate-versions.md).  The version from
 # the tree's Makefile (VERSION, PATCHLEVEL), else from KVER.
-kv=$(sed -nE 's/^VERSION = ([0-9]+)$/\1/p; s/^PATCHLEVEL = ([0-9]+)$/.\1/p' "$KDIR/Makefile" 2>/dev/null | tr -d '\n')
+kv=$(sed -nE 's/^VERSION = ([0-9]+)$/\1/p; s/^PATCHLEVEL = ([0-9]+)$/.\1/p' "$KDIR/Makefile" 2>/dev/null | tr -d '\n' || true)
 case $kv in [0-9]*.[0-9]*) ;; *) kv=$(echo "$KVER" | sed -nE 's/^([0-9]+\.[0-9]+).*/\1/p');; esac
 if [ -n "$kv" ] && { [ "${kv%%.*}" -lt 6 ] || { [ "${kv%%.*}" = 6 ] && [ "${kv#*.}" -lt 19 ]; }; } 2>/dev/null; then
   case $DISTRO in
