@@ -266,7 +266,7 @@ lacks() {
 for t in nvidia-smi ibv_devinfo "${PT}ib_write_bw" "${PT}ib_read_bw" peermem-probe modprobe modinfo; do echo "+ command -v $t"; done
 missing=$(lacks)
 if [ $DRY = yes ]; then
-  if [ -n "$missing" ]; then note "this host lacks:"; sed 's/^/#   - /' <<< "$missing"
+  if [ -n "$missing" ]; then note "this host lacks:"; while IFS= read -r l; do echo "#   - $l"; done <<< "$missing"
   else note "this host has every prerequisite"; fi
 else
   while read -r m; do [ -z "$m" ] || case $m in debugfs*) ;; *) fail "missing: $m";; esac; done <<< "$missing"
