@@ -78,7 +78,8 @@ impl NvidiaP2p {
         // SAFETY: by the above the put released the pin: the driver
         // unregistered its callback under its lock, so it will not call
         // back with `data` any more.
-        Ok(unsafe { Disarmed::new(answered.data) })
+        let disarmed = unsafe { Disarmed::new(answered.data) };
+        Ok(disarmed)
     }
 
     /// Whether the calling process still reaches `va` through a P2P object:
@@ -123,7 +124,8 @@ impl NvidiaP2p {
                 // ago, so this process reached it; its put by the same
                 // thread, with nothing between that destroys the RM client
                 // (module docs), released it: no callback any more.
-                cb.release(unsafe { Disarmed::new(answered.data) });
+                let disarmed = unsafe { Disarmed::new(answered.data) };
+                cb.release(disarmed);
             }
         }
         // A failed put leaves the probe's reference parked (its pin may be
