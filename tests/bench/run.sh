@@ -305,8 +305,30 @@ fi
 [ -n "${CASES:-}" ] && CASES_GIVEN=1
 # The packaging cases run in `make test`, or with PKG_TESTS=1 next to CASES=.
 pkg_tests() { [ "$mode" = test ] && { [ -z "${CASES_GIVEN:-}" ] || [ "${PKG_TESTS:-}" = 1 ]; }; }
+# The last Debian kernel of KERNELS (the matrix lists them oldest first).
+NEWEST_IN_RUN=
+for k in $KERNELS; do is_debug_kernel "$k" || NEWEST_IN_RUN=$k; done
+# suite_cases [KVER]: tests/vm/suite.list's cases, in order; with KVER only
+# those whose scope (second column: all, debian, newest) takes that kernel.
+suite_cases() {
+  local k=${1:-} name scope
+  while read -r name scope; do
+    case $name in ''|'#'*) continue;; esac
+    case ${k:+${scope:-all}} in
+      ''|all) ;;
+      debian) is_debug_kernel "$k" && continue;;
+      newest) [ "$k" = "$NEWEST_IN_RUN" ] || continue;;
+      *) echo "bench: tests/vm/suite.list: $name: unknown scope '$scope' (all, debian, newest)" >&2; continue;;
+    esac
+    echo "$name"
+  done < "$TOP/tests/vm/suite.list" | paste -sd,
+}
+# cases_for KVER: the cases KVER's boot runs (CASES= as given, on every kernel).
+cases_for() {
+  if [ -n "${CASES_GIVEN:-}" ] || [ "$mode" != test ]; then echo "$CASES"; else suite_cases "$1"; fi
+}
 if [ -z "${CASES:-}" ]; then
-  CASES=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/suite.list" | paste -sd,)
+  CASES=$(suite_cases)
   [ "$mode" = test ] && NVPM_CONTROL=$DEFAULT_KERNEL
 fi
 [ "$CASES" = - ] && CASES=
@@ -345,7 +367,8 @@ plants_for() {
 # One kernel: prepare, build, (DKMS install), boot the VM with the cases.
 # BG=1 boots it in the background (collect_vm later).
 run_kernel() { # run_kernel KVER
-  local k=$1
+  local k=$1 CASES
+  CASES=$(cases_for "$1")
   echo; echo "== kernel $k"
   PEERMEM_PLANTS=$(plants_for "$k" | paste -sd' '); export PEERMEM_PLANTS
   PEERMEM_NVIDIA=; if nvpm_for "$k"; then PEERMEM_NVIDIA=1; fi; export PEERMEM_NVIDIA
