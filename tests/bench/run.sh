@@ -367,8 +367,9 @@ plants_for() {
 # One kernel: prepare, build, (DKMS install), boot the VM with the cases.
 # BG=1 boots it in the background (collect_vm later).
 run_kernel() { # run_kernel KVER
-  local k=$1 CASES
-  CASES=$(cases_for "$1")
+  local k=$1 kcases
+  kcases=$(cases_for "$1")
+  local CASES=$kcases
   echo; echo "== kernel $k"
   PEERMEM_PLANTS=$(plants_for "$k" | paste -sd' '); export PEERMEM_PLANTS
   PEERMEM_NVIDIA=; if nvpm_for "$k"; then PEERMEM_NVIDIA=1; fi; export PEERMEM_NVIDIA
