@@ -35,6 +35,7 @@ mod proc;
 mod rng;
 mod script;
 mod stress;
+mod stress_mps;
 mod stress_ops;
 mod uapi;
 

@@ -19,7 +19,10 @@
 //! deregistering one of its MRs (a put from another process), exit with
 //! live registrations, a forked child closing the last reference of each
 //! control file, the files passed over a unix socket to a process that
-//! closes them, or a clean teardown.
+//! closes them, or a clean teardown.  One life in four is MPS-like
+//! (stress_mps.rs): it also registers its worker's memory, shared with it
+//! as an MPS server shares its own, and the worker frees that memory after
+//! the life's end, whatever the order its files were released in.
 //!
 //! Every thread's operations come from its own generator derived from
 //! (seed, worker, life, thread): a seed names the same operations every
@@ -38,6 +41,7 @@ use std::time::{Duration, Instant};
 use crate::cmd;
 use crate::dev::{errno_name, Devices, Sim};
 use crate::rng::Rng;
+use crate::stress_mps::{Owner, Shared};
 use crate::stress_ops::{end_of_life, thread_ops, w, Life};
 
 extern "C" {
@@ -154,7 +158,7 @@ impl Config {
 }
 
 /// The operations, in tally order.
-const OPS: [&str; 16] = [
+const OPS: [&str; 19] = [
     "alloc",
     "reg",
     "dereg",
@@ -171,6 +175,9 @@ const OPS: [&str; 16] = [
     "end:handoff",
     "end:send-fd",
     "life",
+    "mps-alloc",
+    "mps-share",
+    "mps-owner-free",
 ];
 const ERRNOS: usize = 1024;
 
@@ -201,7 +208,7 @@ impl Tally {
     }
 
     fn total(&self) -> u64 {
-        (0..OPS.len() - 6)
+        (0..op_index("fork-dereg"))
             .flat_map(|o| (0..ERRNOS).map(move |e| (o, e)))
             .map(|(o, e)| self.cells[o * ERRNOS + e].load(Ordering::Relaxed))
             .sum()
@@ -234,12 +241,21 @@ pub(crate) fn op_index(name: &str) -> usize {
 }
 
 /// A forked life process: `ops` operations over the threads, then its end.
-fn life_main(cfg: &Config, tally: &Tally, worker: u64, idx: u64, ops: u64) -> ! {
+fn life_main(cfg: &Config, tally: &Tally, at: (u64, u64), ops: u64, mps: Option<Shared>) -> ! {
+    let (worker, idx) = at;
+    let dev = Devices::default();
+    let shared = mps.and_then(|s| {
+        s.join(
+            &dev,
+            &mut Rng::derive(cfg.seed, &[worker, idx, u64::MAX - 1]),
+        )
+    });
     let life = Life {
         cfg,
-        dev: Devices::default(),
+        dev,
         allocs: Mutex::new(Vec::new()),
         handles: Mutex::new(Vec::new()),
+        shared,
         tally,
         tag: format!("[seed {} worker {worker} life {idx}]", cfg.seed),
     };
@@ -300,23 +316,37 @@ fn reap(pid: c_int) -> bool {
     r == pid && st == 0
 }
 
+/// Ends the worker after a life that failed or died.
+fn life_failed(cfg: &Config, worker: u64, idx: u64) -> ! {
+    eprintln!(
+        "STRESS-FAIL [seed {} worker {worker} life {idx}] the life process failed or died",
+        cfg.seed
+    );
+    // SAFETY: ends the worker.
+    unsafe { _exit(1) }
+}
+
 /// A worker: lives one after another until its share is done.
 fn worker_main(cfg: &Config, tally: &Tally, worker: u64, share: u64) -> ! {
     let mut r = Rng::derive(cfg.seed, &[worker]);
+    let owner = Owner::default();
     let (mut done, mut idx) = (0, 0);
     while done < share {
         let n = (r.range(1, cfg.life) * cfg.threads).min(share - done);
+        let mps = owner.prepare(tally, &mut r);
         let pid = fork_or_die();
         if pid == 0 {
-            life_main(cfg, tally, worker, idx, n);
+            life_main(cfg, tally, (worker, idx), n, mps);
         }
-        if !reap(pid) {
-            eprintln!(
-                "STRESS-FAIL [seed {} worker {worker} life {idx}] the life process failed or died",
-                cfg.seed
-            );
-            // SAFETY: ends the worker.
-            unsafe { _exit(1) }
+        if let Some(s) = mps {
+            owner.share(tally, &s, pid);
+            let alive = reap(pid);
+            owner.free(tally, s);
+            if !alive {
+                life_failed(cfg, worker, idx);
+            }
+        } else if !reap(pid) {
+            life_failed(cfg, worker, idx);
         }
         done += n;
         idx += 1;

@@ -22,8 +22,8 @@ const O_NONBLOCK: c_uint = 0o4000;
 /// One live allocation of a life.
 #[derive(Clone, Copy)]
 pub(crate) struct Alloc {
-    va: u64,
-    len: u64,
+    pub(crate) va: u64,
+    pub(crate) len: u64,
 }
 
 /// What the threads of one life share.
@@ -32,6 +32,9 @@ pub(crate) struct Life<'a> {
     pub(crate) dev: Devices,
     pub(crate) allocs: Mutex<Vec<Alloc>>,
     pub(crate) handles: Mutex<Vec<u32>>,
+    /// An MPS-like life's range of its worker's allocation (stress_mps.rs):
+    /// registered, never freed by the life.
+    pub(crate) shared: Option<Alloc>,
     pub(crate) tally: &'a Tally,
     pub(crate) tag: String,
 }
@@ -124,8 +127,12 @@ fn op_alloc(life: &Life, r: &mut Rng) {
 }
 
 fn op_reg(life: &Life, r: &mut Rng) {
-    let Some(a) = peek_random(&life.allocs, r) else {
-        return op_alloc(life, r);
+    let a = match life.shared {
+        Some(s) if r.chance(1, 3) => s,
+        _ => match peek_random(&life.allocs, r) {
+            Some(a) => a,
+            None => return op_alloc(life, r),
+        },
     };
     let off = match r.below(10) {
         0..=4 => K64 * r.below(a.len / K64),

@@ -78,6 +78,12 @@ for V in ${VARIANTS//,/ }; do
     check "[$V/$mode] no live registration left in $CLIENT" test "$(pm_stat live_registrations)" = 0
     check "[$V/$mode] nothing pinned by $CLIENT" test "$(pm_stat pinned_bytes)" = 0
     check "[$V/$mode] no SG table left in $CLIENT" test "$(pm_stat sg_tables)" = 0
+    # MPS-like lives (simctl stress_mps.rs): the owner's free after each
+    # life fires whatever tombstone its exit order left.
+    if grep -q '^tombstones ' "$STATS" 2>/dev/null; then
+      check "[$V/$mode] no tombstone left once the owners freed their memory" test "$(pm_stat tombstones)" = 0
+      echo "info [$V/$mode] pids removed from P2P client lists: $(gpu_get client_pids_removed); tombstones fired: $(pm_stat tombstones_fired)"
+    fi
     # The map hooks hold a call after its free while other threads pin:
     # the pin/put gate keeps those pins off the freed table's address.
     check "[$V/$mode] no map went on with a newer pin (map_newer_pin=0)" test "$(gpu_get map_newer_pin)" = 0
