@@ -132,7 +132,8 @@ pub(crate) unsafe fn driver_reads_table(table: usize) -> (u32, u32) {
 
 /// The real driver's first read of a DMA mapping in
 /// `nvidia_p2p_dma_unmap_pages` (its entry count), done also on a mapping
-/// freed after its free callback: a KASAN report on a KASAN kernel.
+/// the driver freed (after its free callback, or with its pin at another
+/// client's late put): a KASAN report on a KASAN kernel.
 ///
 /// # Safety
 ///

@@ -380,12 +380,16 @@ unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
         }
         // No API lock, so also from inside a free callback it works, as in
         // the real driver (nv-p2p.c takes only the mapping list's lock).
-        // Like the driver, read the mapping first: one freed after its
-        // callback is a use after free (the client's, reported below).
-        let freed = API.state().mapping_freed_by_callback(dma_mapping as usize);
+        // Like the driver, read what it is given first: a mapping freed
+        // after its callback is a use after free (the client's, reported
+        // below); one freed with its pin by another client's late put is
+        // one too, whoever is to blame (nv-p2p.c
+        // `nvidia_p2p_dma_unmap_pages` takes the list lock inside the
+        // table's bookkeeping, which that put freed).
+        let freed = API.state().mapping_freed_by_driver(dma_mapping as usize);
         if freed && sys::param::driver_reads() && sys::param::reuse_freed() {
             // The simulator handed this mapping out and the driver freed it
-            // after its callback (or never: an epilogue's orphan).
+            // on its side (or never: an epilogue's orphan).
             // SAFETY: its header is in the object cache (reuse_freed) or
             // live, so still allocated (driver_reads_mapping's contract).
             let _ = unsafe { crate::abi::driver_reads_mapping(dma_mapping as usize) };

@@ -108,7 +108,7 @@ MODULE_PARM_DESC(callback_timeout_ms, "a call that waits this long for the API l
 
 static bool driver_reads = true;
 module_param(driver_reads, bool, 0644);
-MODULE_PARM_DESC(driver_reads, "1 (default): the driver reads what it is given, as the real one does: after a cudaFree during dma_map_pages' prologue the freed page table, in dma_unmap_pages a mapping freed after its callback (a KASAN report on a KASAN kernel; the real driver can oops there); 0: those calls fail without reading");
+MODULE_PARM_DESC(driver_reads, "1 (default): the driver reads what it is given, as the real one does: after a cudaFree during dma_map_pages' prologue the freed page table, in dma_unmap_pages a mapping the driver freed, after its callback or with its pin at another client's late put (a KASAN report on a KASAN kernel; the real driver can oops there); 0: those calls fail without reading");
 static bool persistent_supported = true;
 module_param(persistent_supported, bool, 0644);
 MODULE_PARM_DESC(persistent_supported, "0: nvidia_p2p_get_pages_persistent fails with -ENOTSUPP, as on MIG, vGPU or confidential computing");

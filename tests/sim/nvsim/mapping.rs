@@ -288,10 +288,19 @@ impl StateGuard<'_> {
         self.released_by_callback(self.find_table(table))
     }
 
-    /// Whether `mapping` is no live mapping but one the driver released
-    /// after its free callback (or handed out in a torn-down epilogue).
-    pub(crate) fn mapping_freed_by_callback(&self, mapping: usize) -> bool {
-        self.released_by_callback(self.find_mapping(mapping))
+    /// Whether `mapping` is no live mapping but one the driver released on
+    /// its own side: after its free callback (or handed out in a torn-down
+    /// epilogue), or with its pin when another client's late put found that
+    /// pin by its table's address (`nv_p2p_free_page_table` frees every
+    /// mapping of the table).
+    pub(crate) fn mapping_freed_by_driver(&self, mapping: usize) -> bool {
+        match self.find_mapping(mapping) {
+            Found::Retired(q) => self
+                .retired
+                .get(q)
+                .is_some_and(|r| matches!(r.how(), Released::ByCallback | Released::ByStalePut)),
+            _ => false,
+        }
     }
 
     /// dma_unmap_pages, start: checks, and marks the mapping in flight.
