@@ -1,7 +1,9 @@
-//! `doctor`: reads the system and gives a verdict per item, without
-//! touching a device.
+//! `doctor`: reads the system and gives a verdict per item. It touches a
+//! device only to register one page of host dma-buf on each RDMA device
+//! (`dmabuf_mr`), and only on the live host.
 
 mod dkms;
+mod dmabuf_mr;
 mod libs;
 mod rdma;
 
@@ -156,6 +158,7 @@ pub fn run(root: &SysRoot) -> DoctorReport {
     crate::trace!("doctor: each library's path, dma-buf prerequisites");
     let libraries = libs::decisions(&sys, &detection, &nccl, &mut items);
     libs::dmabuf_items(&sys, &mut items);
+    dmabuf_mr::items(root, &sys, &mut items);
     crate::trace!("doctor: IOMMU, GPUs, kernel, limits");
     iommu(root, &sys, &mut items);
     let gpus = gpus(root, &sys, &mut items);

@@ -11,9 +11,10 @@
 //!
 //! 1. `trace`, `root`, `report`, `bdf`: common ground (tracing, the
 //!    filesystem root, report types and exit codes, PCI address text).
-//! 2. `verbs`, `cm`, `cuda`: FFI to the dlopen'd libibverbs, librdmacm and
-//!    libcuda; failures are plain values (errno, completion status,
-//!    CUresult, the verbs step that failed).
+//! 2. `verbs`, `cm`, `cuda`, `udmabuf`: FFI to the dlopen'd libibverbs,
+//!    librdmacm and libcuda, and the kernel's udmabuf device; failures are
+//!    plain values (errno, completion status, CUresult, the step that
+//!    failed).
 //! 3. `pci`, `rdma`, `sysinfo`, `nccl`, `libraries`: facts read from
 //!    sysfs, procfs and /boot, and what each library decides from them.
 //! 4. `memory`, `stream`, `loopback`: host and GPU buffers, RDMA transfers
@@ -41,6 +42,7 @@ pub mod root;
 pub mod stream;
 pub mod sysinfo;
 pub mod trace;
+pub mod udmabuf;
 pub mod verbs;
 pub mod verdict;
 

@@ -63,7 +63,7 @@ pub(super) fn dmabuf_items(sys: &SysState, items: &mut Vec<Item>) {
     let odp = "CONFIG_INFINIBAND_ON_DEMAND_PAGING";
     items.push(match &sys.kconfig {
         Some(c) if c.enabled(odp) => item("dma-buf", odp, Status::Pass, c.get(odp).unwrap_or("y"))
-            .detail(format!("from {}; mlx5 also needs UMR to load the MR's pages (`peermem-probe check` proves the whole path)", c.source)),
+            .detail(format!("from {}; mlx5 also needs UMR to load the MR's pages: the `dma-buf MR on <device>` rows try a real registration", c.source)),
         Some(c) if mlx5 => item("dma-buf", odp, Status::Warn, "not set")
             .detail(format!("from {}: mlx5 refuses dma-buf MRs (EOPNOTSUPP) without on-demand paging, so only the peer-memory path works with this NIC", c.source))
             .remedy("a kernel built with CONFIG_INFINIBAND_ON_DEMAND_PAGING=y (distribution kernels have it), or a peer-memory client"),
