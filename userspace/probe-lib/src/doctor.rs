@@ -57,6 +57,8 @@ pub struct GpuInfo {
     pub bar1_bytes: Option<u64>,
     /// GeForce parts have no GPUDirect RDMA.
     pub geforce: bool,
+    /// Discrete, Tegra, integrated (unified memory) or C2C-coherent.
+    pub platform: crate::platform::Kind,
 }
 
 /// The overall answer, like `check`'s `verdict`: one line and the items
@@ -533,6 +535,12 @@ fn gpus(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec<GpuInfo> {
     for g in &sys.gpus {
         let model = gpu_model(root, &g.bdf);
         let geforce = model.as_deref().is_some_and(|m| m.contains("GeForce"));
+        let platform = crate::platform::classify(sys.tegra, model.as_deref(), None, None);
+        items.extend(
+            model
+                .as_deref()
+                .and_then(|m| libs::platform_item(&g.bdf, m)),
+        );
         if let Some(m) = &model {
             let it = if geforce {
                 item("gpu", format!("GPU {}", g.bdf), Status::Warn, m.clone())
@@ -549,6 +557,7 @@ fn gpus(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec<GpuInfo> {
             numa_node: g.numa_node,
             bar1_bytes: g.bar1_bytes(root),
             geforce,
+            platform,
         });
         let name = format!("GPU {} BAR1", g.bdf);
         let it = match g.bar1_bytes(root) {

@@ -9,8 +9,9 @@
 //! the diagnosis layer turns them into causes and remedies.
 //! `tests/layers.rs` reads this list and checks the sources against it.
 //!
-//! 1. `trace`, `root`, `report`, `bdf`: common ground (tracing, the
-//!    filesystem root, report types and exit codes, PCI address text).
+//! 1. `trace`, `root`, `report`, `bdf`, `platform`: common ground
+//!    (tracing, the filesystem root, report types and exit codes, PCI
+//!    address text, a GPU's platform kind from its evidence).
 //! 2. `verbs`, `cm`, `cuda`, `udmabuf`: FFI to the dlopen'd libibverbs,
 //!    librdmacm and libcuda, and the kernel's udmabuf device; failures are
 //!    plain values (errno, completion status, CUresult, the step that
@@ -35,6 +36,7 @@ pub mod memory;
 pub mod nccl;
 pub mod pair;
 pub mod pci;
+pub mod platform;
 pub mod rdma;
 pub mod remedy;
 pub mod report;
