@@ -1,25 +1,28 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# scripts/contact.sh [check [TOP] | set ADDRESS [TOP]]
+# scripts/contact.sh [check [TOP] | set ADDRESS [TOP] | files]
 #   check: every place that names the maintainer or the bug-report channel
 #          agrees with CONTACT, and none says "localhost"; prints "ok ..." /
 #          "FAIL ..." lines and a WARNING while the address is a placeholder
 #          (.invalid or example.*); exit 1 on any FAIL.
 #   set:   replaces the maintainer's address (the part in <>) in CONTACT and
 #          in every place check reads, then runs check.
+#   files: the files check reads, relative to the top directory.
 set -uo pipefail
 cmd=${1:-check}
 case $cmd in
   check) TOP=${2:-$(cd "$(dirname "$0")/.." && pwd)} ;;
   set) [ $# -ge 2 ] || { echo "usage: $0 set ADDRESS [TOP]" >&2; exit 2; }
        TOP=${3:-$(cd "$(dirname "$0")/.." && pwd)} ;;
-  *) echo "usage: $0 [check [TOP] | set ADDRESS [TOP]]" >&2; exit 2 ;;
+  files) ;;
+  *) echo "usage: $0 [check [TOP] | set ADDRESS [TOP] | files]" >&2; exit 2 ;;
 esac
 
 # The files that name the maintainer or the channel, relative to TOP.
 FILES=(CONTACT debian/control debian/changelog debian/copyright userspace/Cargo.toml
   userspace/probe-lib/Cargo.toml userspace/peermem-probe/Cargo.toml rust/glue.c
   userspace/peermem-probe/src/main.rs README.md)
+[ "$cmd" = files ] && { printf '%s\n' "${FILES[@]}"; exit 0; }
 
 value() { # value KEY: the one KEY= line of CONTACT
   local n

@@ -74,9 +74,7 @@ echo "== scripts/contact.sh: one maintainer address and bug-report channel"
 out=$(bash "$TOP/scripts/contact.sh" check "$TOP" 2>&1); rc=$?
 grep -v '^ok ' <<< "$out"
 tmp=$(mktemp -d)
-for f in CONTACT debian/control debian/changelog debian/copyright userspace/Cargo.toml \
-  userspace/probe-lib/Cargo.toml userspace/peermem-probe/Cargo.toml rust/glue.c \
-  userspace/peermem-probe/src/main.rs README.md; do
+for f in $(bash "$TOP/scripts/contact.sh" files); do
   mkdir -p "$tmp/$(dirname "$f")" && cp "$TOP/$f" "$tmp/$f"
 done
 sed -i 's/^ -- .*  \(.*\)$/ -- someone <someone@localhost>  \1/' "$tmp/debian/changelog"

@@ -10,7 +10,7 @@ use crate::report::Status;
 use crate::root::SysRoot;
 use crate::sysinfo::SysState;
 use crate::udmabuf::{HostDmabuf, UdmabufError, DEV_UDMABUF};
-use crate::verbs::{errno_name, ffi::Verbs, Context};
+use crate::verbs::{dmabuf_unsupported_errno, errno_name, ffi::Verbs, Context};
 
 /// Why the registration was not attempted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,18 +85,6 @@ pub fn dev_kind(d: &RdmaDev) -> DevKind {
     }
 }
 
-/// The errnos by which the kernel or libibverbs says "no dma-buf MRs":
-/// EOPNOTSUPP (ib_uverbs without the driver op, mlx5 without on-demand
-/// paging, libibverbs' stub for a provider without the op),
-/// EPROTONOSUPPORT (a kernel whose uverbs lacks the method), ENOSYS and
-/// the kernel-internal ENOTSUPP (524).
-fn no_dmabuf_mrs(e: i32) -> bool {
-    matches!(
-        e,
-        libc::EOPNOTSUPP | libc::EPROTONOSUPPORT | libc::ENOSYS | 524
-    )
-}
-
 /// The row for device `name` from the test's outcome. Pure: the unit tests
 /// drive it with every outcome.
 pub fn verdict(name: &str, kind: DevKind, gpus: bool, t: &MrTest) -> Item {
@@ -110,7 +98,7 @@ pub fn verdict(name: &str, kind: DevKind, gpus: bool, t: &MrTest) -> Item {
     match t {
         MrTest::Registered => item("dma-buf", row, Status::Pass, "works")
             .detail("ibv_reg_dmabuf_mr of a host dma-buf (udmabuf) registered and deregistered: the device and driver take dma-buf MRs (for mlx5: on-demand paging and UMR are there)"),
-        MrTest::Refused(e) if no_dmabuf_mrs(*e) => {
+        MrTest::Refused(e) if dmabuf_unsupported_errno(*e) => {
             let why = match kind {
                 DevKind::Software => "soft RDMA (rxe, siw) has no dma-buf MRs: its kernel driver or its rdma-core provider has no dma-buf registration".to_string(),
                 DevKind::Mlx5 => "mlx5_ib refuses dma-buf MRs with EOPNOTSUPP when the kernel is built without CONFIG_INFINIBAND_ON_DEMAND_PAGING or CONFIG_INFINIBAND_USER_MEM".to_string(),
