@@ -79,8 +79,9 @@ impl HostDmabuf {
             step,
             errno: errno(),
         };
-        // SAFETY: the name is a NUL-terminated C string; the flags are
-        // memfd_create(2)'s. A non-negative result is a new fd we own.
+        // SAFETY: memfd_create(2) takes a NUL-terminated name of at most
+        // 249 bytes and flags from MFD_*; a non-negative result is a new fd
+        // that no one else owns.
         let fd = unsafe {
             libc::memfd_create(
                 c"peermem-probe".as_ptr(),
@@ -116,8 +117,10 @@ impl HostDmabuf {
             offset: 0,
             size: len as u64,
         };
-        // SAFETY: UDMABUF_CREATE reads one struct udmabuf_create (layout
-        // pinned by the test below) and returns a new dma-buf fd or -1.
+        // SAFETY: for UDMABUF_CREATE the kernel copies one struct
+        // udmabuf_create (24 bytes, layout pinned by the test below) from
+        // the pointer, which points at `req` for the whole call, and
+        // returns a new dma-buf fd or -1 with errno.
         let buf = unsafe {
             libc::ioctl(
                 dev.as_raw_fd(),
