@@ -5,7 +5,8 @@
 # ~/.cargo/bin): no root, no chroot, no VM.
 #   cargo test of rust/logic (the module's pure logic), userspace (peermem-probe)
 #   and tests/simctl; peermem-probe with the libcuda stand-in (tests/cuda-standin);
-#   rustfmt --check of the module's sources; tests/hw/selftest.sh.
+#   rustfmt --check of the module's sources; scripts/contact.sh (one maintainer
+#   address everywhere); tests/hw/selftest.sh.
 # The last line is "N passed, N failed, N skipped"; exit 1 on any failure.
 # CARGO_TARGET_DIR (default build/host-target) holds the builds.
 set -uo pipefail
@@ -64,6 +65,27 @@ elif ! command -v rustfmt >/dev/null; then
   echo "no rustfmt on PATH (rustup component add rustfmt): skipped"; skipped=$((skipped + 1))
 else
   failed=$((failed + 1)); failures+=(rustfmt)
+fi
+
+# One maintainer address and bug-report channel (CONTACT): every place
+# agrees and none says localhost; and the check fails on a copy whose
+# changelog is signed by someone else at localhost.
+echo "== scripts/contact.sh: one maintainer address and bug-report channel"
+out=$(bash "$TOP/scripts/contact.sh" check "$TOP" 2>&1); rc=$?
+grep -v '^ok ' <<< "$out"
+tmp=$(mktemp -d)
+for f in $(bash "$TOP/scripts/contact.sh" files); do
+  mkdir -p "$tmp/$(dirname "$f")" && cp "$TOP/$f" "$tmp/$f"
+done
+sed -i 's/^ -- .*  \(.*\)$/ -- someone <someone@localhost>  \1/' "$tmp/debian/changelog"
+bad=$(bash "$TOP/scripts/contact.sh" check "$tmp" 2>&1); brc=$?
+rm -rf "$tmp"
+if [ $rc = 0 ] && [ $brc = 1 ] && grep -q '^FAIL debian/changelog: trailer' <<< "$bad" &&
+   grep -q '^FAIL debian/changelog: says localhost' <<< "$bad"; then
+  passed=$((passed + 1))
+else
+  [ $brc = 1 ] || echo "contact.sh passed a changelog signed by someone@localhost: $bad"
+  failed=$((failed + 1)); failures+=("scripts/contact.sh")
 fi
 
 echo "== tests/hw/selftest.sh"

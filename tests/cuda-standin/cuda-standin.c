@@ -57,6 +57,8 @@ enum {
 };
 
 /* cuda.h values of the attributes the probe reads. */
+#define ATTR_INTEGRATED 18
+#define ATTR_PAGEABLE_USES_HOST_PAGE_TABLES 100
 #define ATTR_GDR_WITH_VMM 110
 #define ATTR_GDR 116
 #define ATTR_GDR_FLUSH_OPTIONS 117
@@ -262,6 +264,10 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d)
 		return CUDA_SUCCESS;
 	case ATTR_GDR_WRITES_ORDERING:
 		*v = 100; /* owner */
+		return CUDA_SUCCESS;
+	case ATTR_INTEGRATED:
+	case ATTR_PAGEABLE_USES_HOST_PAGE_TABLES:
+		*v = 0; /* a discrete PCIe GPU, not coherent with the CPU */
 		return CUDA_SUCCESS;
 	}
 	return CUDA_ERROR_INVALID_VALUE;

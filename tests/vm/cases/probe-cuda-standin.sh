@@ -27,6 +27,10 @@ flat=$(timeout 180 "$P" --json check --size 256K 2>/dev/null | tr -d ' \n')
 check "check: CUDA driver API 12.4 (the stand-in)" grep -q '^CUDA: driver API 12\.4' <<<"$out"
 check "check: GPU 0 listed with its capabilities" \
   grep -qE '^GPU 0: peermem-rs bench GPU stand-in at [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: GPUDirect RDMA yes, on cuMemCreate memory yes, dma-buf yes, flush options \[host\], writes ordering owner$' <<<"$out"
+check "check JSON: GPU 0 is a discrete GPU (CU_DEVICE_ATTRIBUTE_INTEGRATED and ..._USES_HOST_PAGE_TABLES 0)" \
+  grep -q '"integrated":false,"host_page_tables":false,"platform":"discrete"' <<<"$flat"
+plat=$(grep -cE '^GPU 0: (Tegra integrated GPU|integrated GPU, unified memory|CPU-coherent GPU)' <<<"$out")
+check "check: no platform line for a discrete GPU" test "$plat" = 0
 check "check: host memory works on rxe0" grep -qE '^host memory +rxe0 +works' <<<"$out"
 check "check: peer memory not available on rxe0" grep -qE '^peer memory +rxe0 +not available' <<<"$out"
 check "check: ... because kernel $kernel has no peer-memory interface" grep -q "cause:  kernel $kernel has no peer-memory interface" <<<"$out"

@@ -8,6 +8,9 @@ skip_on_debug_kernel "peermem-probe doctor (userspace, reads sysfs)"
 P=$BIN/peermem-probe
 [ -x "$P" ] || { bad "$P is not staged"; finish; }
 check "rxe0 up on dummy0" rxe_up rxe0 dummy0 192.0.2.1/24 || finish
+# The dma-buf MR row registers a udmabuf: have the driver there (built in
+# on Debian's kernels; a module elsewhere).
+modprobe udmabuf 2>/dev/null || true
 
 out=$("$P" doctor 2>&1); r=$?
 echo "$out"
@@ -23,6 +26,12 @@ check "rdma_cm and uverbs0 usable" bash -c 'grep -qE "^devices +rdma_cm +PASS" <
 check "NCCL/UCX/NVSHMEM detection listed" bash -c 'grep -qE "^detection +NCCL >= 2.23.4 +info +no peer-memory client to detect" <<<"$1" && grep -qE "^detection +NVSHMEM all" <<<"$1"' _ "$out"
 check "no FAIL item" bash -c '! grep -qE "^[a-z_]+ +.+ +FAIL " <<<"$1"' _ "$out"
 check "verdict line: could not assess the GPU" test "$(sed -n 2p <<<"$out")" = "could not assess: pcie/GPU"
+# A real ibv_reg_dmabuf_mr of a host dma-buf on rxe0: soft-RoCE takes no
+# dma-buf MRs (rdma-core's rxe provider has no reg_dmabuf_mr, so libibverbs
+# answers EOPNOTSUPP; a kernel-side refusal gives EOPNOTSUPP too), an info
+# row without a GPU.
+check "dma-buf MR on rxe0: tried, no dma-buf MRs" grep -qE '^dma-buf +MR on rxe0 +info +no dma-buf MRs \((EOPNOTSUPP|EPROTONOSUPPORT|ENOSYS|ENOTSUPP)\)$' <<<"$out"
+check "... because soft RDMA has none" grep -q 'detail: ibv_reg_dmabuf_mr of a host dma-buf: soft RDMA (rxe, siw) has no dma-buf MRs' <<<"$out"
 check "OFED version unknown on Debian's own RDMA stack" grep -qE '^modules +MLNX_OFED/DOCA-OFED +info +unknown$' <<<"$out"
 
 json=$("$P" doctor --json 2>&1); r=$?
@@ -30,6 +39,7 @@ flat=$(tr -d ' \n' <<<"$json")
 check "JSON: schema 2, exit_code 3 and status untested" grep -q '"schema_version":2,"command":"doctor","version":"[^"]*","status":"untested","exit_code":3' <<<"$flat"
 check "JSON: the port, typed" grep -q '"rdma_device":"rxe0","pci":null,"driver":null,"numa_node":null,"ports":\[{"port":1,"state":"ACTIVE","phys_state":"LinkUp","link_layer":"Ethernet"' <<<"$flat"
 check "JSON: the GPU item" grep -q '"area":"pcie","name":"GPU","status":"untested"' <<<"$flat"
+check "JSON: the dma-buf MR row of rxe0" grep -qE '"area":"dma-buf","name":"MRonrxe0","status":"info","value":"nodma-bufMRs\([A-Z]+\)"' <<<"$flat"
 check "JSON: verdict and unknown OFED version" bash -c 'grep -q "\"verdict\":{\"status\":\"untested\",\"exit_code\":3,\"summary\":\"couldnotassess:pcie/GPU\"" <<<"$1" && grep -q "\"rdma_stack\":{\"version\":null,\"source\":null}" <<<"$1"' _ "$flat"
 
 # With our peer-memory client loaded (where it loads on this kernel),

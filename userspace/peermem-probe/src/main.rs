@@ -21,7 +21,8 @@ use std::time::Duration;
     version,
     about,
     long_about,
-    propagate_version = true
+    propagate_version = true,
+    after_help = "Bugs: the project's issue tracker; attach `peermem-probe doctor --save DIR`."
 )]
 struct Cli {
     /// Print one JSON document instead of tables.

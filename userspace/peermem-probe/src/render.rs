@@ -5,6 +5,7 @@ use peermem_probe::bench::{BenchReport, Progress};
 use peermem_probe::check::CheckReport;
 use peermem_probe::doctor::DoctorReport;
 use peermem_probe::pair::PairReport;
+use peermem_probe::platform::Kind;
 use peermem_probe::report::{human_bytes, Status, Table};
 use peermem_probe::verdict::{Mechanism, Verdict};
 use serde::Serialize;
@@ -88,6 +89,14 @@ pub fn check(r: &CheckReport) -> String {
                     .map(|o| format!(", writes ordering {o}"))
                     .unwrap_or_default()
             ));
+            if g.platform != Kind::Discrete {
+                out.push_str(&format!(
+                    "GPU {}: {}: {}\n",
+                    g.ordinal,
+                    g.platform.label(),
+                    g.platform.meaning()
+                ));
+            }
         }
     } else {
         out.push_str(&format!(

@@ -87,6 +87,14 @@ pub struct Gpu {
     /// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING decoded: "none",
     /// "owner", "all_devices".
     pub writes_ordering: Option<&'static str>,
+    /// CU_DEVICE_ATTRIBUTE_INTEGRATED: the GPU shares the CPU's memory.
+    pub integrated: Option<bool>,
+    /// CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES: the
+    /// GPU walks the CPU's page tables (ATS over NVLink-C2C: Grace Hopper
+    /// and Grace Blackwell).
+    pub host_page_tables: Option<bool>,
+    /// From the two above and the name (crate::platform).
+    pub platform: crate::platform::Kind,
 }
 
 /// Decodes CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_* bits.
@@ -215,6 +223,12 @@ fn load() -> CudaState {
             A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS,
         );
         let order = attribute(dev, A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING);
+        let integrated = attribute(dev, A::CU_DEVICE_ATTRIBUTE_INTEGRATED).map(|v| v != 0);
+        let hpt = attribute(
+            dev,
+            A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+        )
+        .map(|v| v != 0);
         // SAFETY: the driver NUL-terminates both (buffers start zeroed).
         let (name, bus) = unsafe {
             (
@@ -223,8 +237,9 @@ fn load() -> CudaState {
             )
         };
         crate::trace!(
-            "GPU {ordinal} {name} {bus}: dma-buf {dmabuf}, GPUDirect RDMA {gdr:?}, with VMM {vmm:?}, flush {flush:?}, ordering {order:?}"
+            "GPU {ordinal} {name} {bus}: dma-buf {dmabuf}, GPUDirect RDMA {gdr:?}, with VMM {vmm:?}, flush {flush:?}, ordering {order:?}, integrated {integrated:?}, host page tables {hpt:?}"
         );
+        let platform = crate::platform::classify(false, Some(&name), integrated, hpt);
         gpus.push(Gpu {
             ordinal,
             name,
@@ -234,6 +249,9 @@ fn load() -> CudaState {
             gpu_direct_rdma_with_vmm: vmm.map(|v| v != 0),
             flush_writes_options: flush.map(flush_options),
             writes_ordering: order.map(writes_ordering),
+            integrated,
+            host_page_tables: hpt,
+            platform,
         });
     }
     CudaState::Ready {
@@ -539,6 +557,11 @@ mod tests {
             118
         );
         assert_eq!(A::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED as u32, 124);
+        assert_eq!(A::CU_DEVICE_ATTRIBUTE_INTEGRATED as u32, 18);
+        assert_eq!(
+            A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES as u32,
+            100
+        );
         assert_eq!(
             cu::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD as u32,
             1

@@ -1,18 +1,20 @@
-//! `doctor`: reads the system and gives a verdict per item, without
-//! touching a device.
+//! `doctor`: reads the system and gives a verdict per item. It touches a
+//! device only to register one page of host dma-buf on each RDMA device
+//! (`dmabuf_mr`), and only on the live host.
 
 mod dkms;
+mod dmabuf_mr;
+mod gpu;
 mod libs;
 mod rdma;
 
 use crate::nccl::{Detection, NcclPath};
 use crate::pci::{self, PathVerdict, Topology};
 use crate::rdma::{DevFile, RdmaPort};
-use crate::report::{exit_code, human_bytes, overall, Status, SCHEMA_VERSION};
+use crate::report::{exit_code, overall, Status, SCHEMA_VERSION};
 use crate::root::SysRoot;
 use crate::sysinfo::{
-    self, ClientModule, ClientOrigin, DriverFlavour, RdmaStack, SysState, MODULES_OF_INTEREST,
-    PEER_CLIENT_MODULES,
+    self, ClientModule, ClientOrigin, RdmaStack, SysState, MODULES_OF_INTEREST, PEER_CLIENT_MODULES,
 };
 use serde::Serialize;
 
@@ -55,6 +57,8 @@ pub struct GpuInfo {
     pub bar1_bytes: Option<u64>,
     /// GeForce parts have no GPUDirect RDMA.
     pub geforce: bool,
+    /// Discrete, Tegra, integrated (unified memory) or C2C-coherent.
+    pub platform: crate::platform::Kind,
 }
 
 /// The overall answer, like `check`'s `verdict`: one line and the items
@@ -156,10 +160,11 @@ pub fn run(root: &SysRoot) -> DoctorReport {
     crate::trace!("doctor: each library's path, dma-buf prerequisites");
     let libraries = libs::decisions(&sys, &detection, &nccl, &mut items);
     libs::dmabuf_items(&sys, &mut items);
+    dmabuf_mr::items(root, &sys, &mut items);
     crate::trace!("doctor: IOMMU, GPUs, kernel, limits");
     iommu(root, &sys, &mut items);
-    let gpus = gpus(root, &sys, &mut items);
-    kernel(&sys, &mut items);
+    let gpus = gpu::gpus(root, &sys, &mut items);
+    gpu::kernel(&sys, &mut items);
     items.extend(dkms::item_for(root, &sys));
     let code = exit_code(items.iter().map(|i| i.status));
     let verdict = verdict(&items, code);
@@ -516,94 +521,6 @@ fn iommu(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) {
             .remedy("boot with iommu=pt (passthrough) so NIC-to-GPU peer traffic is not translated or blocked")
     };
     items.push(it);
-}
-
-/// The model line of /proc/driver/nvidia/gpus/<bdf>/information.
-fn gpu_model(root: &SysRoot, bdf: &str) -> Option<String> {
-    let text = root.read(&format!("/proc/driver/nvidia/gpus/{bdf}/information"))?;
-    let line = text.lines().find(|l| l.starts_with("Model:"))?;
-    Some(line["Model:".len()..].trim().to_string())
-}
-
-fn gpus(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec<GpuInfo> {
-    let mut out = Vec::new();
-    for g in &sys.gpus {
-        let model = gpu_model(root, &g.bdf);
-        let geforce = model.as_deref().is_some_and(|m| m.contains("GeForce"));
-        if let Some(m) = &model {
-            let it = if geforce {
-                item("gpu", format!("GPU {}", g.bdf), Status::Warn, m.clone())
-                    .detail("GeForce GPUs do not support GPUDirect RDMA (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 0): registrations of their memory fail; NCCL stages through host memory")
-                    .remedy("use a data-center or professional GPU for GPUDirect RDMA")
-            } else {
-                item("gpu", format!("GPU {}", g.bdf), Status::Info, m.clone())
-            };
-            items.push(it);
-        }
-        out.push(GpuInfo {
-            pci: g.bdf.clone(),
-            model,
-            numa_node: g.numa_node,
-            bar1_bytes: g.bar1_bytes(root),
-            geforce,
-        });
-        let name = format!("GPU {} BAR1", g.bdf);
-        let it = match g.bar1_bytes(root) {
-            Some(b) if b < (1 << 30) => item("gpu", name, Status::Warn, human_bytes(b))
-                .detail("GPU memory registrations share this window: ibv_reg_mr above a few hundred MB will fail")
-                .remedy("enable Resizable BAR / large BAR1 in the BIOS, or register smaller buffers"),
-            Some(b) => item("gpu", name, Status::Pass, human_bytes(b)),
-            None => item("gpu", name, Status::Info, "unknown"),
-        };
-        items.push(it);
-    }
-    let it = match &sys.nvidia {
-        Some(n) if n.flavour == DriverFlavour::Open => item(
-            "gpu",
-            "NVIDIA driver",
-            Status::Pass,
-            format!("open kernel modules {}", n.version),
-        ),
-        Some(n) => item(
-            "gpu",
-            "NVIDIA driver",
-            Status::Warn,
-            format!("proprietary {}", n.version),
-        )
-        .detail(
-            "the proprietary kernel module cannot export dma-buf: only the peer-memory path works",
-        )
-        .remedy("install the open kernel modules (nvidia-open) for dma-buf"),
-        None if sys.gpus.is_empty() => item("gpu", "NVIDIA driver", Status::Info, "not loaded"),
-        None => item("gpu", "NVIDIA driver", Status::Fail, "not loaded")
-            .remedy("install and load the NVIDIA driver"),
-    };
-    items.push(it);
-    out
-}
-
-fn kernel(sys: &SysState, items: &mut Vec<Item>) {
-    items.push(match &sys.config_rust {
-        Some((true, f)) => item("kernel", "CONFIG_RUST", Status::Pass, "y").detail(f.clone()),
-        Some((false, f)) => item("kernel", "CONFIG_RUST", Status::Info, "not set").detail(format!(
-            "{f}: peermem_rs cannot load on this kernel; nvidia-peermem and dma-buf are unaffected"
-        )),
-        None => item(
-            "kernel",
-            "CONFIG_RUST",
-            Status::Info,
-            "unknown (no kernel config found)",
-        ),
-    });
-    let lim = |v: Option<u64>| v.map(human_bytes).unwrap_or_else(|| "unlimited".into());
-    items.push(match sys.memlock {
-        None => item("limits", "RLIMIT_MEMLOCK", Status::Info, "unknown"),
-        Some(m) if m.cap_ipc_lock => item("limits", "RLIMIT_MEMLOCK", Status::Pass, format!("{} (not enforced: CAP_IPC_LOCK)", lim(m.soft))),
-        Some(m) if m.soft.is_none() => item("limits", "RLIMIT_MEMLOCK", Status::Pass, "unlimited"),
-        Some(m) => item("limits", "RLIMIT_MEMLOCK", Status::Warn, format!("{} (hard {})", lim(m.soft), lim(m.hard)))
-            .detail("host-memory registrations beyond this fail with ENOMEM for this user")
-            .remedy("`ulimit -l unlimited`, or memlock in /etc/security/limits.conf (LimitMEMLOCK=infinity for services)"),
-    });
 }
 
 #[cfg(test)]

@@ -9,11 +9,13 @@
 //! the diagnosis layer turns them into causes and remedies.
 //! `tests/layers.rs` reads this list and checks the sources against it.
 //!
-//! 1. `trace`, `root`, `report`, `bdf`: common ground (tracing, the
-//!    filesystem root, report types and exit codes, PCI address text).
-//! 2. `verbs`, `cm`, `cuda`: FFI to the dlopen'd libibverbs, librdmacm and
-//!    libcuda; failures are plain values (errno, completion status,
-//!    CUresult, the verbs step that failed).
+//! 1. `trace`, `root`, `report`, `bdf`, `platform`: common ground
+//!    (tracing, the filesystem root, report types and exit codes, PCI
+//!    address text, a GPU's platform kind from its evidence).
+//! 2. `verbs`, `cm`, `cuda`, `udmabuf`: FFI to the dlopen'd libibverbs,
+//!    librdmacm and libcuda, and the kernel's udmabuf device; failures are
+//!    plain values (errno, completion status, CUresult, the step that
+//!    failed).
 //! 3. `pci`, `rdma`, `sysinfo`, `nccl`, `libraries`: facts read from
 //!    sysfs, procfs and /boot, and what each library decides from them.
 //! 4. `memory`, `stream`, `loopback`: host and GPU buffers, RDMA transfers
@@ -34,6 +36,7 @@ pub mod memory;
 pub mod nccl;
 pub mod pair;
 pub mod pci;
+pub mod platform;
 pub mod rdma;
 pub mod remedy;
 pub mod report;
@@ -41,6 +44,7 @@ pub mod root;
 pub mod stream;
 pub mod sysinfo;
 pub mod trace;
+pub mod udmabuf;
 pub mod verbs;
 pub mod verdict;
 

@@ -118,6 +118,9 @@ fn check_report_fields() {
             gpu_direct_rdma_with_vmm: Some(true),
             flush_writes_options: Some(vec!["host"]),
             writes_ordering: Some("owner"),
+            integrated: Some(false),
+            host_page_tables: Some(false),
+            platform: peermem_probe::platform::Kind::Discrete,
         }],
         rdma_devices: vec![DeviceSummary {
             name: "mlx5_0".into(),

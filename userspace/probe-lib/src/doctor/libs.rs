@@ -4,6 +4,7 @@
 use super::{item, Item};
 use crate::libraries::{self, Decision, Env, Route};
 use crate::nccl::{Detection, NcclPath};
+use crate::platform::{self, Kind};
 use crate::report::Status;
 use crate::sysinfo::{kernel_version, SysState};
 
@@ -63,7 +64,7 @@ pub(super) fn dmabuf_items(sys: &SysState, items: &mut Vec<Item>) {
     let odp = "CONFIG_INFINIBAND_ON_DEMAND_PAGING";
     items.push(match &sys.kconfig {
         Some(c) if c.enabled(odp) => item("dma-buf", odp, Status::Pass, c.get(odp).unwrap_or("y"))
-            .detail(format!("from {}; mlx5 also needs UMR to load the MR's pages (`peermem-probe check` proves the whole path)", c.source)),
+            .detail(format!("from {}; mlx5 also needs UMR to load the MR's pages: the `dma-buf MR on <device>` rows try a real registration", c.source)),
         Some(c) if mlx5 => item("dma-buf", odp, Status::Warn, "not set")
             .detail(format!("from {}: mlx5 refuses dma-buf MRs (EOPNOTSUPP) without on-demand paging, so only the peer-memory path works with this NIC", c.source))
             .remedy("a kernel built with CONFIG_INFINIBAND_ON_DEMAND_PAGING=y (distribution kernels have it), or a peer-memory client"),
@@ -71,10 +72,26 @@ pub(super) fn dmabuf_items(sys: &SysState, items: &mut Vec<Item>) {
         None => item("dma-buf", odp, Status::Info, "unknown (no kernel configuration: no /boot/config-*, no /proc/config.gz)"),
     });
     if sys.tegra {
+        let k = Kind::Tegra;
         items.push(
-            item("platform", "Tegra", Status::Warn, "integrated GPU")
-                .detail("a Tegra GPU shares the CPU's memory and has no PCIe BAR for a NIC to reach: no PCIe GPUDirect RDMA through a peer-memory client here")
-                .remedy("register the (shared) memory as host memory; GPUDirect RDMA needs a discrete GPU"),
+            item("platform", "Tegra", Status::Warn, k.label())
+                .detail(format!("device tree nvidia,tegra*: {}", k.meaning()))
+                .remedy("register the (shared) memory as host memory; GPUDirect RDMA needs a discrete or C2C-coherent GPU"),
         );
     }
+}
+
+/// The platform row of a GPU whose model name marks an integrated or a
+/// C2C-coherent part (none for a discrete GPU: the common case).
+pub(super) fn platform_item(bdf: &str, model: &str) -> Option<Item> {
+    let k = platform::from_model(model)?;
+    let it = item("platform", format!("GPU {bdf}"), Status::Info, k.label())
+        .detail(format!("model {model}: {}", k.meaning()));
+    Some(if k.has_gpudirect_rdma() {
+        it
+    } else {
+        let mut it = it.remedy("allocate communication buffers with cudaHostAlloc and register them with ibv_reg_mr (host memory)");
+        it.status = Status::Warn;
+        it
+    })
 }

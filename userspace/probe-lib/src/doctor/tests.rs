@@ -504,3 +504,42 @@ fn config_gz_tegra_and_each_library_with_its_rule() {
         "{it:?}"
     );
 }
+
+#[test]
+fn unified_memory_and_coherent_gpus_are_named() {
+    // The GeForce tree with the model line of DGX Spark's integrated GPU,
+    // then of a Grace Hopper superchip.
+    use crate::platform::Kind;
+    for (model, kind, status) in [
+        ("NVIDIA GB10", Kind::Integrated, Status::Warn),
+        ("NVIDIA GH200 480GB", Kind::Coherent, Status::Info),
+        ("NVIDIA GeForce RTX 4090", Kind::Discrete, Status::Info),
+    ] {
+        let dir = std::env::temp_dir().join(format!("pmprobe-platform-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let src = format!("{}/tests/fixtures/geforce", env!("CARGO_MANIFEST_DIR"));
+        let ok = std::process::Command::new("cp")
+            .args(["-a", &src])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let info = dir.join("proc/driver/nvidia/gpus/0000:01:00.0/information");
+        let text = std::fs::read_to_string(&info).unwrap();
+        let text = text.replace("NVIDIA GeForce RTX 4090", model);
+        std::fs::write(&info, text).unwrap();
+        let r = run(&SysRoot::at(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(r.gpus[0].platform, kind, "{model}");
+        let row = r.items.iter().find(|i| i.area == "platform");
+        match kind {
+            Kind::Discrete => assert!(row.is_none(), "{row:?}"),
+            _ => {
+                let row = row.unwrap_or_else(|| panic!("{model}: no platform row"));
+                assert_eq!(row.status, status, "{row:?}");
+                assert_eq!(row.value, kind.label());
+                assert!(row.detail.as_deref().unwrap().contains(model), "{row:?}");
+            }
+        }
+    }
+}

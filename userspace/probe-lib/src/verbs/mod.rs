@@ -383,7 +383,11 @@ impl Pd {
     }
 }
 
-/// The errnos by which a device or kernel says "no dma-buf MRs".
+/// The errnos by which a device or kernel says "no dma-buf MRs":
+/// EOPNOTSUPP (ib_uverbs without the driver's op, mlx5 without on-demand
+/// paging, libibverbs' stub for a provider without the op),
+/// EPROTONOSUPPORT (a kernel whose uverbs lacks the method), ENOSYS and the
+/// kernel-internal ENOTSUPP (524).
 pub fn dmabuf_unsupported_errno(e: i32) -> bool {
     matches!(
         e,
