@@ -241,13 +241,30 @@ pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
 mod tests {
     use super::*;
 
-    fn tree(tag: &str) -> std::path::PathBuf {
+    /// A fixture tree under the temporary directory, removed when the
+    /// test is done with it (also when it fails).
+    struct Tree(std::path::PathBuf);
+
+    impl std::ops::Deref for Tree {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tree(tag: &str) -> Tree {
         let t = std::env::temp_dir().join(format!("pmprobe-dkms-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&t);
         std::fs::create_dir_all(t.join("proc/sys/kernel")).unwrap();
         std::fs::write(t.join("proc/sys/kernel/osrelease"), "7.3.4+deb13-amd64\n").unwrap();
         std::fs::write(t.join("proc/modules"), "").unwrap();
-        t
+        Tree(t)
     }
     fn mk(t: &std::path::Path, rel: &str, content: &[u8]) {
         let p = t.join(rel);
