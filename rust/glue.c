@@ -217,10 +217,12 @@ void peermem_sg_free(struct sg_table *sgt)
 }
 
 /*
- * The module's own work queue: the free callback gives its reference on a
- * registration back from here (it may be the last reference on the
+ * The module's own work queue: a free callback gives its reference on a
+ * pin's tombstone back from here (it may be the last reference on the
  * module), and module exit destroys the queue, which waits for a work
- * function still returning through our code.
+ * function still returning through our code.  Each work item is allocated
+ * with the tombstone, when the pin is armed: queueing it from the callback
+ * allocates nothing, so it cannot fail.
  */
 static struct workqueue_struct *peermem_wq;
 
@@ -230,12 +232,12 @@ struct peermem_deferred {
 	void *arg;
 };
 
+/* The work item is not touched after fn: fn may free it. */
 static void peermem_deferred_run(struct work_struct *work)
 {
 	struct peermem_deferred *d = container_of(work, struct peermem_deferred, work);
 
 	d->fn(d->arg);
-	kfree(d);
 }
 
 int peermem_defer_init(void)
@@ -250,20 +252,25 @@ void peermem_defer_exit(void)
 	peermem_wq = NULL;
 }
 
-bool peermem_defer(void (*fn)(void *arg), void *arg)
+struct peermem_deferred *peermem_deferred_alloc(void)
 {
-	struct peermem_deferred *d;
+	struct peermem_deferred *d = kzalloc(sizeof(*d), GFP_KERNEL);
 
-	if (!peermem_wq)
-		return false;
-	d = kmalloc(sizeof(*d), GFP_KERNEL);
-	if (!d)
-		return false;
-	INIT_WORK(&d->work, peermem_deferred_run);
+	if (d)
+		INIT_WORK(&d->work, peermem_deferred_run);
+	return d;
+}
+
+void peermem_deferred_free(struct peermem_deferred *d)
+{
+	kfree(d);
+}
+
+void peermem_deferred_queue(struct peermem_deferred *d, void (*fn)(void *arg), void *arg)
+{
 	d->fn = fn;
 	d->arg = arg;
 	queue_work(peermem_wq, &d->work);
-	return true;
 }
 
 static struct dentry *peermem_debugfs_dir;

@@ -67,10 +67,15 @@ bool peermem_current_exiting(void);
 void peermem_warn_spurious_callback(void);
 
 /* The module's work queue (created at load, destroyed at unload, which
- * waits for its work), and fn(arg) run on it; false: not queued. */
+ * waits for its work), and work items for it, allocated ahead of use:
+ * queueing one runs fn(arg) on the queue, once per queueing, and touches
+ * the item no more once fn started (fn may free it). */
+struct peermem_deferred;
 int peermem_defer_init(void);
 void peermem_defer_exit(void);
-bool peermem_defer(void (*fn)(void *arg), void *arg);
+struct peermem_deferred *peermem_deferred_alloc(void);
+void peermem_deferred_free(struct peermem_deferred *d);
+void peermem_deferred_queue(struct peermem_deferred *d, void (*fn)(void *arg), void *arg);
 
 /* Sleeps (process context). */
 void peermem_msleep(unsigned int ms);

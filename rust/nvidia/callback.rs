@@ -24,7 +24,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, Mutex};
 
 use super::FreeCallback;
-use crate::glue::ModuleRef;
+use crate::glue::{Deferred, ModuleRef};
 use crate::stats::STATS;
 
 /// What a revocable pin's free callback revokes (the per-MR type).
@@ -101,18 +101,22 @@ impl<R> Revoked<R> {
 /// `reg` is the registration the callback revokes until the pin's fate is
 /// settled (then `None`); `parked` is the driver's reference on this
 /// tombstone after a put the module could not confirm, kept until the free
-/// callback takes it.  The module reference keeps the trampoline's code
-/// loaded while the tombstone lives.
+/// callback takes it; `finishing` is the finished callback's revocation,
+/// from its queueing on `finish` until that work runs.  `finish` is
+/// queued at most once (by the one free callback of the pin).  The module
+/// reference keeps the trampoline's code loaded while the tombstone lives.
 #[pin_data]
 pub(crate) struct Tombstone<R> {
     #[pin]
     state: Mutex<TombState<R>>,
+    finish: Deferred,
     _module: ModuleRef,
 }
 
 struct TombState<R> {
     reg: Option<Arc<R>>,
     parked: Option<CallbackRef<R>>,
+    finishing: Option<Revoked<R>>,
 }
 
 impl<R: Revocable> Tombstone<R> {
@@ -184,18 +188,22 @@ unsafe impl<R: Send + Sync> Send for CallbackRef<R> {}
 impl<R: Revocable> CallbackRef<R> {
     /// A tombstone for `reg`, and the driver's reference on it: the
     /// reference, and the [`Armed`] callback for the one pin call it is
-    /// made for.  Fails while the module is being unloaded.
+    /// made for.  Fails while the module is being unloaded.  Everything
+    /// the callback needs is allocated here, so that it cannot fail.
     pub(crate) fn arm(reg: Arc<R>) -> Result<(Self, Armed)> {
         let module = ModuleRef::get()?;
+        let finish = Deferred::new()?;
         let tomb = Arc::pin_init(
             pin_init!(Tombstone {
                 state <- new_mutex!(
                     TombState {
                         reg: Some(reg),
                         parked: None,
+                        finishing: None,
                     },
                     "peermem_rs::Tombstone::state"
                 ),
+                finish,
                 _module: module,
             }),
             GFP_KERNEL,
@@ -298,9 +306,41 @@ unsafe extern "C" fn free_callback<R: Revocable>(data: *mut c_void) {
         data: data as usize,
     };
     let revoked = tomb.fire(ran);
+    if revoked.callback.is_none() {
+        // Nothing to give back (a spurious callback, warned about).
+        return;
+    }
     // The reference is given back last, after every use of `tomb`, from
     // the module's work queue: it may be the last reference on the module,
     // and module unload waits for that queue, so no code of ours runs
-    // after it is gone (here, the driver would return into our code).
-    crate::glue::defer(move || revoked.finish());
+    // after it is gone (here, the driver would return into our code).  The
+    // work item was allocated with the tombstone: this cannot fail, and
+    // the release never runs here.
+    tomb.state.lock().finishing = Some(revoked);
+    // The queue exists while any module reference does (it is destroyed
+    // by module exit), and the reference `finishing` carries is dropped
+    // only by `finish_deferred` itself.  The pin's one callback queues
+    // `finish` once, and the tombstone lives until `finish_deferred` gave
+    // that reference back.
+    // SAFETY: as above; `finish_deferred::<R>` takes `data`, a
+    // `Tombstone<R>` holding a revocation in `finishing`.
+    unsafe { tomb.finish.queue(finish_deferred::<R>, data) };
+}
+
+/// The work of a finished free callback: gives its reference back.
+///
+/// # Safety
+///
+/// `data` is a `Tombstone<R>` whose `finishing` holds a revocation with
+/// its reference (queued by `free_callback`), run once.
+unsafe extern "C" fn finish_deferred<R: Revocable>(data: *mut c_void) {
+    // SAFETY: the reference in `finishing` keeps the tombstone alive until
+    // it is given back below (the function's safety section).
+    let tomb = unsafe { &*data.cast::<Tombstone<R>>() };
+    let revoked = tomb.state.lock().finishing.take();
+    // May free the tombstone (with this work item) and drop the last
+    // reference on the module: nothing of either is used after it.
+    if let Some(revoked) = revoked {
+        revoked.finish();
+    }
 }
