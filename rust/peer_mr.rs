@@ -26,7 +26,7 @@ use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
 use crate::nvidia::{
     is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Pins, Revocable, Revoked,
-    Tombstone,
+    Tombstone, UnmapReturned, UnmapSink,
 };
 use crate::peer_core::Invalidator;
 use crate::pin_gate::PinGate;
@@ -398,15 +398,11 @@ impl PeerMr {
             self.unmapped.notify_all();
             return;
         };
-        let (done, unmapped) = self.client.nvidia.dma_unmap(call);
+        let (done, unmapped) = self.client.nvidia.dma_unmap(call, self);
         if unmapped.is_err() {
             STATS.error(ErrorKind::DmaUnmap);
         }
-        let mut inner = self.inner.lock();
-        inner.pins.unmap_done(done);
-        inner.state.unmap_end();
-        drop(inner);
-        self.unmapped.notify_all();
+        done.report();
     }
 
     /// The driver's free callback: wait for an unmap in flight, fence DMA if
@@ -476,6 +472,18 @@ impl PeerMr {
         }
         STATS.invalidated();
         revoked
+    }
+}
+
+impl UnmapSink for PeerMr {
+    /// A DMA unmap of ours returned: `Unmapping` ends, and a free callback
+    /// waiting for it proceeds.
+    fn unmap_returned(&self, returned: UnmapReturned) {
+        let mut inner = self.inner.lock();
+        inner.pins.unmap_done(returned);
+        inner.state.unmap_end();
+        drop(inner);
+        self.unmapped.notify_all();
     }
 }
 

@@ -13,7 +13,7 @@ use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::logic::version;
 
 use super::{
-    CallbackRan, CallbackRef, DmaMapping, MapArgs, PageTable, Revoked, UnmapArgs, Unmapped,
+    CallbackRan, CallbackRef, DmaMapping, MapArgs, PageTable, Revoked, UnmapArgs, UnmapReturned,
 };
 
 /// Why a page table or mapping from the driver is refused.
@@ -194,8 +194,8 @@ impl Pins {
     }
 
     /// The unmap taken by [`Pins::take_unmap`] returned (`done` is its
-    /// return).  A proof for another pin's unmap changes nothing.
-    pub(crate) fn unmap_done(&mut self, done: Unmapped) {
+    /// report).  A report for another pin's unmap changes nothing.
+    pub(crate) fn unmap_done(&mut self, done: UnmapReturned) {
         if self.unmapping == Some(done.table) {
             self.unmapping = None;
         } else {
