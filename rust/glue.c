@@ -7,6 +7,8 @@
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
+#include <linux/kernfs.h>
+#include <linux/kobject.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -149,6 +151,28 @@ const char *peermem_param_client_name(void)
 const char *peermem_param_mode(void)
 {
 	return peer_mode;
+}
+
+/*
+ * Whether /sys/kernel/mm/memory_peers/<peer_client_name> exists: on the
+ * cores that create that directory, a client of the name is registered,
+ * and the core refuses a second one (its kobject would collide).
+ */
+bool peermem_core_lists_client_name(void)
+{
+	struct kernfs_node *mm, *peers, *kn;
+
+	mm = kernfs_find_and_get(kernel_kobj->sd, "mm");
+	if (!mm)
+		return false;
+	peers = kernfs_find_and_get(mm, "memory_peers");
+	kernfs_put(mm);
+	if (!peers)
+		return false;
+	kn = kernfs_find_and_get(peers, peer_client_name);
+	kernfs_put(peers);
+	kernfs_put(kn);
+	return kn != NULL;
 }
 
 void peermem_warn_spurious_callback(void)

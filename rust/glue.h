@@ -25,6 +25,9 @@ enum { PEERMEM_SG_TABLE_SIZE = sizeof(struct sg_table) };
 const char *peermem_version(void);
 const char *peermem_param_client_name(void);
 const char *peermem_param_mode(void);
+/* Whether /sys/kernel/mm/memory_peers/<peer_client_name> exists (a core
+ * that creates that directory has a client of that name). */
+bool peermem_core_lists_client_name(void);
 
 /* The peer-memory core's entry points, resolved by name when this module
  * is loaded (NULL when no loaded module exports them). */

@@ -60,6 +60,15 @@ pub(crate) fn param_client_name() -> &'static str {
     unsafe { static_str(glue::peermem_param_client_name()) }
 }
 
+/// Whether the core lists a client named `peer_client_name` in
+/// `/sys/kernel/mm/memory_peers/` (only cores that create that directory
+/// do, and they refuse a second client of a name).
+pub(crate) fn core_lists_client_name() -> bool {
+    // SAFETY: no preconditions: looks up sysfs nodes by name, taking and
+    // dropping a reference on each one found.
+    unsafe { glue::peermem_core_lists_client_name() }
+}
+
 /// The `mode` module parameter.
 pub(crate) fn param_mode() -> &'static str {
     // SAFETY: peermem_param_mode has no preconditions; it returns the

@@ -111,6 +111,20 @@ bool pcsim_glue_take_fail_mkey(void)
 	} while (cmpxchg(&fail_mkey, v, v - 1) != v);
 	return true;
 }
+static unsigned int fail_register;
+module_param(fail_register, uint, 0644);
+MODULE_PARM_DESC(fail_register, "fail the next N ib_register_peer_memory_client calls as the core's allocation failing: NULL");
+bool pcsim_glue_take_fail_register(void)
+{
+	unsigned int v;
+
+	do {
+		v = READ_ONCE(fail_register);
+		if (!v)
+			return false;
+	} while (cmpxchg(&fail_register, v, v - 1) != v);
+	return true;
+}
 static bool memlock = true;
 module_param(memlock, bool, 0644);
 MODULE_PARM_DESC(memlock, "charge registrations to RLIMIT_MEMLOCK before the peer path (EPERM with limit 0, ENOMEM past it, without CAP_IPC_LOCK), as ib_umem_get does");

@@ -20,6 +20,22 @@ param nvidia_p2p_sim persistent_supported 1
 no_leaks
 check "unload" pm_down
 
+# The core's register returns NULL without a reason; on a core without
+# /sys/kernel/mm/memory_peers only its allocation can fail (peer_mem.c):
+# ENOMEM, and no line blames a client name (issue 24).
+check "simulated GPU and RDMA core" sim_load || finish
+param peer_core_sim fail_register 1
+log_mark errno-register
+fails_with "the core's register fails (its allocation): ENOMEM" 'Cannot allocate memory' insmod "$KO"
+says_register_failed() {
+  log_since errno-register | grep -q 'could not register the client' &&
+    ! log_since errno-register | grep -qE 'holds it|printable characters'
+}
+check "... the log says the core could not register the client, not that a name is taken" \
+  says_register_failed
+check "... and the next try loads" insmod "$KO"
+check "unload" pm_down
+
 check "simulated GPU exporting nvidia_p2p_* with plain EXPORT_SYMBOL" sim_load --no-persistent --plain || finish
 if out=$(insmod "$KO" mode=invalidate 2>&1); then
   ok "peermem_rs loads against the plain-export driver"
