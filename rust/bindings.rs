@@ -26,7 +26,7 @@ pub(crate) mod glue {
         peermem_now_ns, peermem_nvidia_api, peermem_nvidia_api_get, peermem_param_client_name,
         peermem_param_mode, peermem_seq_write, peermem_sg_alloc, peermem_sg_first, peermem_sg_free,
         peermem_sg_lend, peermem_sg_next, peermem_sg_set_dma, peermem_unversioned_refused,
-        peermem_version, peermem_warn_spurious_callback,
+        peermem_user_log_allowed, peermem_version, peermem_warn_spurious_callback,
     };
 }
 

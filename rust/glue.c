@@ -12,6 +12,7 @@
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/ratelimit.h>
 #include <linux/sched.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
@@ -179,6 +180,20 @@ void peermem_warn_spurious_callback(void)
 {
 	WARN_ONCE(1, "%s: the NVIDIA driver called the free callback of a pin already released\n",
 		  KBUILD_MODNAME);
+}
+
+/*
+ * One rate limit (the kernel's default: 10 lines per 5 s, then a count of
+ * the suppressed ones) for every log line a caller of ibv_reg_mr,
+ * ibv_dereg_mr or cudaFree can trigger: the kernel crate has no
+ * ratelimited print (only _once, rust/kernel/print.rs of 7.2 and 7.3).
+ */
+static DEFINE_RATELIMIT_STATE(peermem_user_log_rs, DEFAULT_RATELIMIT_INTERVAL,
+			      DEFAULT_RATELIMIT_BURST);
+
+bool peermem_user_log_allowed(void)
+{
+	return __ratelimit(&peermem_user_log_rs);
 }
 
 void peermem_msleep(unsigned int ms)

@@ -80,6 +80,10 @@ struct peermem_deferred *peermem_deferred_alloc(void);
 void peermem_deferred_free(struct peermem_deferred *d);
 void peermem_deferred_queue(struct peermem_deferred *d, void (*fn)(void *arg), void *arg);
 
+/* Whether a log line a user can trigger may be printed now (a rate limit
+ * shared by all of them). */
+bool peermem_user_log_allowed(void);
+
 /* Sleeps (process context). */
 void peermem_msleep(unsigned int ms);
 

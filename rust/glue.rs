@@ -82,6 +82,37 @@ pub(crate) fn current_exiting() -> bool {
     unsafe { glue::peermem_current_exiting() }
 }
 
+/// Whether a log line that a user can trigger (by registering,
+/// deregistering or freeing memory) may be printed now: one kernel rate
+/// limit, shared by all such lines (10 per 5 s, then a count of the
+/// suppressed ones).  Use [`pr_warn_ratelimited!`] / [`pr_err_ratelimited!`].
+pub(crate) fn user_log_allowed() -> bool {
+    // SAFETY: __ratelimit on the glue's static state; no preconditions.
+    unsafe { glue::peermem_user_log_allowed() }
+}
+
+/// `pr_warn!`, rate-limited ([`user_log_allowed`]): for lines a user can
+/// trigger.  The kernel crate has no ratelimited print.
+macro_rules! pr_warn_ratelimited {
+    ($($arg:tt)*) => {
+        if $crate::glue::user_log_allowed() {
+            ::kernel::pr_warn!($($arg)*);
+        }
+    };
+}
+pub(crate) use pr_warn_ratelimited;
+
+/// `pr_err!`, rate-limited ([`user_log_allowed`]): for lines a user can
+/// trigger.
+macro_rules! pr_err_ratelimited {
+    ($($arg:tt)*) => {
+        if $crate::glue::user_log_allowed() {
+            ::kernel::pr_err!($($arg)*);
+        }
+    };
+}
+pub(crate) use pr_err_ratelimited;
+
 /// Monotonic clock, nanoseconds.
 pub(crate) fn now_ns() -> u64 {
     // SAFETY: ktime_get_ns has no preconditions.

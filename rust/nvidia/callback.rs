@@ -24,7 +24,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, Mutex};
 
 use super::FreeCallback;
-use crate::glue::{Deferred, ModuleRef};
+use crate::glue::{pr_warn_ratelimited, Deferred, ModuleRef};
 use crate::stats::STATS;
 
 /// What a revocable pin's free callback revokes (the per-MR type).
@@ -266,7 +266,9 @@ impl<R> CallbackRef<R> {
 
 impl<R> Drop for CallbackRef<R> {
     fn drop(&mut self) {
-        pr_warn!("a free-callback reference was dropped while its pin may be armed: leaked\n");
+        pr_warn_ratelimited!(
+            "a free-callback reference was dropped while its pin may be armed: leaked\n"
+        );
     }
 }
 

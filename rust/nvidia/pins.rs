@@ -8,6 +8,7 @@ use kernel::prelude::*;
 use kernel::sync::Mutex;
 
 use crate::bindings::NVIDIA_P2P_PAGE_SIZE_64KB;
+use crate::glue::pr_warn_ratelimited;
 use crate::logic::coalesce::{coalesce, Coalesce};
 use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::logic::version;
@@ -199,7 +200,7 @@ impl Pins {
         if self.unmapping == Some(done.table) {
             self.unmapping = None;
         } else {
-            pr_warn!("an unmap was reported to the wrong registration: ignored\n");
+            pr_warn_ratelimited!("an unmap was reported to the wrong registration: ignored\n");
         }
     }
 

@@ -16,6 +16,18 @@ log_mark errno-enotsupp
 check "ibv_reg_mr fails with EOPNOTSUPP (not 'Unknown error 524')" \
   sim_run 'A=gpu alloc 1M; !EOPNOTSUPP core reg $A 1M; gpu free $A'
 check "the kernel log names mode=invalidate" bash -c "dmesg | sed -n '/VMMARK errno-enotsupp\$/,\$p' | grep -q 'mode=invalidate'"
+# Any user can repeat that registration: the log must stay bounded (issue
+# 24: a rate limit on every line an unprivileged caller can trigger).
+log_mark errno-flood
+flood='A=gpu alloc 1M;'
+for _ in $(seq 200); do flood+=' !EOPNOTSUPP core reg $A 1M;'; done
+t0=$SECONDS
+check "200 more refused registrations, each EOPNOTSUPP" sim_run "$flood gpu free \$A"
+# The kernel's default rate limit: 10 lines per 5 s (DEFAULT_RATELIMIT_*).
+max=$((10 * ((SECONDS - t0) / 5 + 2)))
+n=$(log_since errno-flood | grep -c 'does not support persistent pins')
+check "... the kernel log says so at most $max times in $((SECONDS - t0)) s, not 200 (said $n times)" \
+  test "$n" -ge 1 -a "$n" -le "$max"
 param nvidia_p2p_sim persistent_supported 1
 no_leaks
 check "unload" pm_down
