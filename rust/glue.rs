@@ -269,10 +269,15 @@ impl DebugFs {
         StatsRemoved(())
     }
 
-    /// Creates the directory and the stats file.
+    /// Creates the directory and the stats file; fails while they exist.
     pub(crate) fn create() -> Result<Self> {
-        // SAFETY: no preconditions; called once, at module load.
+        // A second call while the directory exists fails and changes
+        // nothing: debugfs_create_dir returns ERR_PTR(-EEXIST) for a name
+        // taken (fs/debugfs/inode.c `start_creating`), and the glue keeps
+        // the directory only on success.
+        // SAFETY: peermem_debugfs_create has no preconditions (above).
         kernel::error::to_result(unsafe { glue::peermem_debugfs_create() })?;
+        // INVARIANT: the directory was created by this call.
         Ok(DebugFs(()))
     }
 }

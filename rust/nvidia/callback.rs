@@ -85,9 +85,14 @@ impl<R> Revoked<R> {
     /// The callback is done: give its reference back.
     pub(crate) fn finish(self) {
         if let Some(cb) = self.callback {
-            // `ran` proves this is the pin's free callback, which the driver
-            // calls at most once per pin (nv-p2p.c tears the pin down with it).
-            // SAFETY: that callback is done once `finish` runs: no more calls.
+            // `ran` proves the driver called the free callback of the pin
+            // armed with `ran.data`.  It calls it from
+            // `nv_p2p_mem_info_free_callback` (nv-p2p.c), which frees the
+            // pin's page table and the `nv_p2p_mem_info` holding the
+            // callback and `data` right after it returns: no later call
+            // can find them.  `finish` runs after that call returned
+            // (`finish_deferred`, queued by that call).
+            // SAFETY: by the above, no more calls with `ran.data`.
             cb.release(unsafe { Disarmed::new(self.ran.data) });
         }
     }
@@ -292,8 +297,13 @@ pub(crate) struct Armed {
 ///
 /// Only the driver calls it, as the free callback given to
 /// `nvidia_p2p_get_pages` with the `data` made by [`CallbackRef::arm`] for
-/// `R`: at most once per pin, and only while the pin is armed (before its
-/// release; the driver tears the pin down with the callback).
+/// `R`, and only while that pin's reference was not given back: the
+/// reference is given back only with a [`Disarmed`], made when the pin call
+/// failed, after a put whose lookup found the pin (RM then deletes the
+/// callback, p2p.c `RmP2PPutPages`), or after this callback returned (the
+/// driver then frees the pin's records, nv-p2p.c
+/// `nv_p2p_mem_info_free_callback`).  A put answered 0 without such proof
+/// leaves the reference parked in the tombstone.
 unsafe extern "C" fn free_callback<R: Revocable>(data: *mut c_void) {
     if data.is_null() {
         return;
