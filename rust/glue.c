@@ -5,7 +5,6 @@
  * crate.  No logic lives here.
  */
 #include <linux/debugfs.h>
-#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/kernfs.h>
 #include <linux/kobject.h>
@@ -194,11 +193,6 @@ static DEFINE_RATELIMIT_STATE(peermem_user_log_rs, DEFAULT_RATELIMIT_INTERVAL,
 bool peermem_user_log_allowed(void)
 {
 	return __ratelimit(&peermem_user_log_rs);
-}
-
-void peermem_msleep(unsigned int ms)
-{
-	msleep(ms);
 }
 
 bool peermem_module_get(void)

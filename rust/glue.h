@@ -84,9 +84,6 @@ void peermem_deferred_queue(struct peermem_deferred *d, void (*fn)(void *arg), v
  * shared by all of them). */
 bool peermem_user_log_allowed(void);
 
-/* Sleeps (process context). */
-void peermem_msleep(unsigned int ms);
-
 /* A reference on this module, held by every live registration. */
 bool peermem_module_get(void);
 void peermem_module_put(void);

@@ -126,13 +126,6 @@ pub(crate) fn warn_spurious_callback() {
     unsafe { glue::peermem_warn_spurious_callback() }
 }
 
-/// Sleeps `ms` milliseconds (process context only: every caller is a
-/// core callback that may sleep).
-pub(crate) fn msleep(ms: u32) {
-    // SAFETY: msleep may sleep; our callers run in process context.
-    unsafe { glue::peermem_msleep(ms) }
-}
-
 /// Whether a [`DeferQueue`] exists (there is one work queue).
 static QUEUE_EXISTS: AtomicBool = AtomicBool::new(false);
 

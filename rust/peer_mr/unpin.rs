@@ -6,8 +6,9 @@
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use kernel::prelude::*;
+use kernel::time::{delay::fsleep, Delta};
 
-use crate::glue::{self, pr_warn_ratelimited};
+use crate::glue::pr_warn_ratelimited;
 use crate::logic::state::{Action, State};
 use crate::nvidia::{PageTable, Unpin, Unpinned};
 use crate::stats::{ErrorKind, STATS};
@@ -167,7 +168,8 @@ impl PeerMr {
             match result {
                 Err(Unpin::Failed(_, Some(table))) => {
                     STATS.error(ErrorKind::Unpin);
-                    glue::msleep(delay_ms);
+                    // Every caller is a core callback that may sleep.
+                    fsleep(Delta::from_millis(delay_ms));
                     result = self.client.nvidia.unpin(table);
                 }
                 other => return other,
