@@ -18,14 +18,15 @@ pub(crate) use generated::{
 /// The C glue of the module (rust/glue.c).
 pub(crate) mod glue {
     pub(crate) use super::generated::{
-        peermem_binding, peermem_core_api, peermem_core_api_get, peermem_current_exiting,
-        peermem_current_process, peermem_debugfs_create, peermem_debugfs_remove, peermem_defer,
-        peermem_defer_exit, peermem_defer_init, peermem_dev_to_pci, peermem_dma_max_seg_size,
-        peermem_module_get, peermem_module_put, peermem_msleep, peermem_now_ns, peermem_nvidia_api,
-        peermem_nvidia_api_get, peermem_param_client_name, peermem_param_mode, peermem_seq_write,
-        peermem_sg_alloc, peermem_sg_first, peermem_sg_free, peermem_sg_lend, peermem_sg_next,
-        peermem_sg_set_dma, peermem_unversioned_refused, peermem_version,
-        peermem_warn_spurious_callback,
+        peermem_binding, peermem_core_api, peermem_core_api_get, peermem_core_lists_client_name,
+        peermem_current_exiting, peermem_current_process, peermem_debugfs_create,
+        peermem_debugfs_remove, peermem_defer_exit, peermem_defer_init, peermem_deferred,
+        peermem_deferred_alloc, peermem_deferred_free, peermem_deferred_queue, peermem_dev_to_pci,
+        peermem_dma_max_seg_size, peermem_module_get, peermem_module_put, peermem_now_ns,
+        peermem_nvidia_api, peermem_nvidia_api_get, peermem_param_client_name, peermem_param_mode,
+        peermem_seq_write, peermem_sg_alloc, peermem_sg_first, peermem_sg_free, peermem_sg_lend,
+        peermem_sg_next, peermem_sg_set_dma, peermem_unversioned_refused, peermem_user_log_allowed,
+        peermem_version, peermem_warn_spurious_callback,
     };
 }
 

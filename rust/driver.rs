@@ -8,7 +8,7 @@ use kernel::prelude::*;
 use crate::client::ClientTable;
 use crate::glue::{self, DebugFs, DeferQueue};
 use crate::nvidia::{Missing, NvidiaP2p};
-use crate::peer_core::{competing_module, ClientRegistration, PeerCore};
+use crate::peer_core::{competing_module, ClientRegistration, PeerCore, Refused};
 use crate::peer_mr::{Client, Mode};
 use crate::stats::STATS;
 
@@ -99,8 +99,12 @@ impl kernel::Module for PeermemRs {
         let invalidation = mode == Mode::Invalidate;
         let deferred = DeferQueue::create()?;
         let table = ClientTable::<Client>::build(name, glue::version(), invalidation).inspect_err(
-            |_| {
-                pr_err!("peer_client_name must be 1 to 63 printable characters\n");
+            |&e| {
+                if e == EINVAL {
+                    pr_err!("peer_client_name must be 1 to 63 printable characters\n");
+                } else {
+                    pr_err!("out of memory for the client table ({e:?})\n");
+                }
             },
         )?;
         // The core may call `acquire` as soon as the client is registered,
@@ -109,19 +113,35 @@ impl kernel::Module for PeermemRs {
         // registration exists that a free could not fence.
         let registration = match ClientRegistration::register(core, table, invalidation) {
             Ok(r) => r,
-            Err(e) => {
-                if e == EBUSY {
-                    pr_err!(
-                        "the RDMA core refused the client name '{name}': another loaded \
-                         peer-memory client holds it (see lsmod and \
-                         /sys/kernel/mm/memory_peers/): unload that client first (under \
-                         another name this one would load, but the core asks the client \
-                         registered first and this one would serve no GPU memory)\n"
-                    );
-                } else {
-                    pr_err!("the RDMA core gave no invalidation support\n");
-                }
-                return Err(e);
+            Err(Refused::Null) if glue::core_lists_client_name() => {
+                pr_err!(
+                    "the RDMA core refused the client name '{name}': another loaded \
+                     peer-memory client holds it (/sys/kernel/mm/memory_peers/{name}, see \
+                     lsmod): unload that client first (under another name this one would \
+                     load, but the core asks the client registered first and this one \
+                     would serve no GPU memory)\n"
+                );
+                return Err(EBUSY);
+            }
+            Err(Refused::Null) => {
+                // No client of the name is listed: the core's own
+                // allocation failed (its only other NULL is for a table
+                // missing a mandatory entry point, which ours never does).
+                pr_err!(
+                    "the RDMA core could not register the client '{name}' \
+                     (ib_register_peer_memory_client returned NULL, which gives no \
+                     reason, and no client of that name is listed in \
+                     /sys/kernel/mm/memory_peers): on the known cores that leaves its \
+                     own allocation failing; try loading again\n"
+                );
+                return Err(ENOMEM);
+            }
+            Err(Refused::NoInvalidation) => {
+                pr_err!(
+                    "the RDMA core registered the client but gave no invalidate \
+                     function, which mode=invalidate needs\n"
+                );
+                return Err(crate::compat::eopnotsupp());
             }
         };
         let client = Client::new(nvidia, mode, name, registration.invalidator())?;

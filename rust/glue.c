@@ -5,11 +5,13 @@
  * crate.  No logic lives here.
  */
 #include <linux/debugfs.h>
-#include <linux/delay.h>
 #include <linux/dma-mapping.h>
+#include <linux/kernfs.h>
+#include <linux/kobject.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/ratelimit.h>
 #include <linux/sched.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
@@ -151,15 +153,46 @@ const char *peermem_param_mode(void)
 	return peer_mode;
 }
 
+/*
+ * Whether /sys/kernel/mm/memory_peers/<peer_client_name> exists: on the
+ * cores that create that directory, a client of the name is registered,
+ * and the core refuses a second one (its kobject would collide).
+ */
+bool peermem_core_lists_client_name(void)
+{
+	struct kernfs_node *mm, *peers, *kn;
+
+	mm = kernfs_find_and_get(kernel_kobj->sd, "mm");
+	if (!mm)
+		return false;
+	peers = kernfs_find_and_get(mm, "memory_peers");
+	kernfs_put(mm);
+	if (!peers)
+		return false;
+	kn = kernfs_find_and_get(peers, peer_client_name);
+	kernfs_put(peers);
+	kernfs_put(kn);
+	return kn != NULL;
+}
+
 void peermem_warn_spurious_callback(void)
 {
 	WARN_ONCE(1, "%s: the NVIDIA driver called the free callback of a pin already released\n",
 		  KBUILD_MODNAME);
 }
 
-void peermem_msleep(unsigned int ms)
+/*
+ * One rate limit (the kernel's default: 10 lines per 5 s, then a count of
+ * the suppressed ones) for every log line a caller of ibv_reg_mr,
+ * ibv_dereg_mr or cudaFree can trigger: the kernel crate has no
+ * ratelimited print (only _once, rust/kernel/print.rs of 7.2 and 7.3).
+ */
+static DEFINE_RATELIMIT_STATE(peermem_user_log_rs, DEFAULT_RATELIMIT_INTERVAL,
+			      DEFAULT_RATELIMIT_BURST);
+
+bool peermem_user_log_allowed(void)
 {
-	msleep(ms);
+	return __ratelimit(&peermem_user_log_rs);
 }
 
 bool peermem_module_get(void)
@@ -217,10 +250,12 @@ void peermem_sg_free(struct sg_table *sgt)
 }
 
 /*
- * The module's own work queue: the free callback gives its reference on a
- * registration back from here (it may be the last reference on the
+ * The module's own work queue: a free callback gives its reference on a
+ * pin's tombstone back from here (it may be the last reference on the
  * module), and module exit destroys the queue, which waits for a work
- * function still returning through our code.
+ * function still returning through our code.  Each work item is allocated
+ * with the tombstone, when the pin is armed: queueing it from the callback
+ * allocates nothing, so it cannot fail.
  */
 static struct workqueue_struct *peermem_wq;
 
@@ -230,12 +265,12 @@ struct peermem_deferred {
 	void *arg;
 };
 
+/* The work item is not touched after fn: fn may free it. */
 static void peermem_deferred_run(struct work_struct *work)
 {
 	struct peermem_deferred *d = container_of(work, struct peermem_deferred, work);
 
 	d->fn(d->arg);
-	kfree(d);
 }
 
 int peermem_defer_init(void)
@@ -250,20 +285,25 @@ void peermem_defer_exit(void)
 	peermem_wq = NULL;
 }
 
-bool peermem_defer(void (*fn)(void *arg), void *arg)
+struct peermem_deferred *peermem_deferred_alloc(void)
 {
-	struct peermem_deferred *d;
+	struct peermem_deferred *d = kzalloc(sizeof(*d), GFP_KERNEL);
 
-	if (!peermem_wq)
-		return false;
-	d = kmalloc(sizeof(*d), GFP_KERNEL);
-	if (!d)
-		return false;
-	INIT_WORK(&d->work, peermem_deferred_run);
+	if (d)
+		INIT_WORK(&d->work, peermem_deferred_run);
+	return d;
+}
+
+void peermem_deferred_free(struct peermem_deferred *d)
+{
+	kfree(d);
+}
+
+void peermem_deferred_queue(struct peermem_deferred *d, void (*fn)(void *arg), void *arg)
+{
 	d->fn = fn;
 	d->arg = arg;
 	queue_work(peermem_wq, &d->work);
-	return true;
 }
 
 static struct dentry *peermem_debugfs_dir;

@@ -25,6 +25,9 @@ enum { PEERMEM_SG_TABLE_SIZE = sizeof(struct sg_table) };
 const char *peermem_version(void);
 const char *peermem_param_client_name(void);
 const char *peermem_param_mode(void);
+/* Whether /sys/kernel/mm/memory_peers/<peer_client_name> exists (a core
+ * that creates that directory has a client of that name). */
+bool peermem_core_lists_client_name(void);
 
 /* The peer-memory core's entry points, resolved by name when this module
  * is loaded (NULL when no loaded module exports them). */
@@ -67,13 +70,19 @@ bool peermem_current_exiting(void);
 void peermem_warn_spurious_callback(void);
 
 /* The module's work queue (created at load, destroyed at unload, which
- * waits for its work), and fn(arg) run on it; false: not queued. */
+ * waits for its work), and work items for it, allocated ahead of use:
+ * queueing one runs fn(arg) on the queue, once per queueing, and touches
+ * the item no more once fn started (fn may free it). */
+struct peermem_deferred;
 int peermem_defer_init(void);
 void peermem_defer_exit(void);
-bool peermem_defer(void (*fn)(void *arg), void *arg);
+struct peermem_deferred *peermem_deferred_alloc(void);
+void peermem_deferred_free(struct peermem_deferred *d);
+void peermem_deferred_queue(struct peermem_deferred *d, void (*fn)(void *arg), void *arg);
 
-/* Sleeps (process context). */
-void peermem_msleep(unsigned int ms);
+/* Whether a log line a user can trigger may be printed now (a rate limit
+ * shared by all of them). */
+bool peermem_user_log_allowed(void);
 
 /* A reference on this module, held by every live registration. */
 bool peermem_module_get(void);

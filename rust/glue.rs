@@ -3,7 +3,9 @@
 //! Safe wrappers of the module's C glue (rust/glue.c): version, module
 //! parameters, this module's reference count, the clock and debugfs.
 
+use core::ffi::c_void;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::prelude::*;
 
@@ -58,6 +60,15 @@ pub(crate) fn param_client_name() -> &'static str {
     unsafe { static_str(glue::peermem_param_client_name()) }
 }
 
+/// Whether the core lists a client named `peer_client_name` in
+/// `/sys/kernel/mm/memory_peers/` (only cores that create that directory
+/// do, and they refuse a second client of a name).
+pub(crate) fn core_lists_client_name() -> bool {
+    // SAFETY: no preconditions: looks up sysfs nodes by name, taking and
+    // dropping a reference on each one found.
+    unsafe { glue::peermem_core_lists_client_name() }
+}
+
 /// The `mode` module parameter.
 pub(crate) fn param_mode() -> &'static str {
     // SAFETY: peermem_param_mode has no preconditions; it returns the
@@ -70,6 +81,37 @@ pub(crate) fn current_exiting() -> bool {
     // SAFETY: reads `current`'s flags; no preconditions.
     unsafe { glue::peermem_current_exiting() }
 }
+
+/// Whether a log line that a user can trigger (by registering,
+/// deregistering or freeing memory) may be printed now: one kernel rate
+/// limit, shared by all such lines (10 per 5 s, then a count of the
+/// suppressed ones).  Use [`pr_warn_ratelimited!`] / [`pr_err_ratelimited!`].
+pub(crate) fn user_log_allowed() -> bool {
+    // SAFETY: __ratelimit on the glue's static state; no preconditions.
+    unsafe { glue::peermem_user_log_allowed() }
+}
+
+/// `pr_warn!`, rate-limited ([`user_log_allowed`]): for lines a user can
+/// trigger.  The kernel crate has no ratelimited print.
+macro_rules! pr_warn_ratelimited {
+    ($($arg:tt)*) => {
+        if $crate::glue::user_log_allowed() {
+            ::kernel::pr_warn!($($arg)*);
+        }
+    };
+}
+pub(crate) use pr_warn_ratelimited;
+
+/// `pr_err!`, rate-limited ([`user_log_allowed`]): for lines a user can
+/// trigger.
+macro_rules! pr_err_ratelimited {
+    ($($arg:tt)*) => {
+        if $crate::glue::user_log_allowed() {
+            ::kernel::pr_err!($($arg)*);
+        }
+    };
+}
+pub(crate) use pr_err_ratelimited;
 
 /// Monotonic clock, nanoseconds.
 pub(crate) fn now_ns() -> u64 {
@@ -84,27 +126,33 @@ pub(crate) fn warn_spurious_callback() {
     unsafe { glue::peermem_warn_spurious_callback() }
 }
 
-/// Sleeps `ms` milliseconds (process context only: every caller is a
-/// core callback that may sleep).
-pub(crate) fn msleep(ms: u32) {
-    // SAFETY: msleep may sleep; our callers run in process context.
-    unsafe { glue::peermem_msleep(ms) }
-}
+/// Whether a [`DeferQueue`] exists (there is one work queue).
+static QUEUE_EXISTS: AtomicBool = AtomicBool::new(false);
 
-/// The module's own work queue, for [`defer`].
+/// The module's own work queue, where [`Deferred`] work runs.
 ///
 /// # Invariants
 ///
-/// While the value exists, the glue's work queue exists; dropping it
-/// destroys the queue, which first waits for every queued work.
+/// At most one value exists at a time, and while it exists the glue's work
+/// queue exists; dropping it destroys the queue, which first waits for
+/// every queued work.
 pub(crate) struct DeferQueue(());
 
 impl DeferQueue {
-    /// Creates the queue (once, at module load).
+    /// Creates the queue; `EBUSY` while another `DeferQueue` exists (the
+    /// glue has one queue).
     pub(crate) fn create() -> Result<Self> {
-        // SAFETY: called once, at load, before anything is deferred.
-        kernel::error::to_result(unsafe { glue::peermem_defer_init() })?;
-        // INVARIANT: the queue was created.
+        if QUEUE_EXISTS.swap(true, Ordering::AcqRel) {
+            return Err(EBUSY);
+        }
+        // SAFETY: `QUEUE_EXISTS` was false: no queue exists, none is in
+        // use, and no other caller can get here until this one's value is
+        // dropped.
+        if let Err(e) = kernel::error::to_result(unsafe { glue::peermem_defer_init() }) {
+            QUEUE_EXISTS.store(false, Ordering::Release);
+            return Err(e);
+        }
+        // INVARIANT: the queue was created, and it is the only one.
         Ok(DeferQueue(()))
     }
 }
@@ -113,38 +161,60 @@ impl Drop for DeferQueue {
     fn drop(&mut self) {
         // SAFETY: the queue exists (type invariant); destroy_workqueue
         // drains it (waits until every work function returned) first.
-        unsafe { glue::peermem_defer_exit() }
+        unsafe { glue::peermem_defer_exit() };
+        QUEUE_EXISTS.store(false, Ordering::Release);
     }
 }
 
-/// Runs `f` later on the module's work queue (or now, if it cannot be
-/// queued).  For a last reference on the module: module unload waits for
-/// the queue, so no code of ours runs after it is gone.
-pub(crate) fn defer<F: FnOnce() + Send + 'static>(f: F) {
-    let Ok(b) = KBox::<F>::new_uninit(GFP_KERNEL) else {
-        return f();
-    };
-    let raw = KBox::into_raw(KBox::write(b, f));
-    // SAFETY: `run::<F>` takes back the box made here, once; the glue
-    // calls it at most once, and only if it returns true.
-    if unsafe { glue::peermem_defer(Some(run::<F>), raw.cast()) } {
-        return;
-    }
-    // SAFETY: not queued: `raw` is still ours, from `KBox::into_raw`.
-    let f = KBox::into_inner(unsafe { KBox::from_raw(raw) });
-    f()
+/// A work item for the module's work queue, allocated ahead of the one use
+/// that must not fail: queueing it allocates nothing.  For a last
+/// reference on the module: module unload waits for the queue, so no code
+/// of ours runs after it is gone.
+///
+/// # Invariants
+///
+/// `ptr` comes from `peermem_deferred_alloc` and is freed (once) by `drop`.
+pub(crate) struct Deferred {
+    ptr: NonNull<glue::peermem_deferred>,
 }
 
-/// The work function of [`defer`].
-///
-/// # Safety
-///
-/// `arg` comes from `KBox::<F>::into_raw` in `defer` and is used once.
-unsafe extern "C" fn run<F: FnOnce()>(arg: *mut core::ffi::c_void) {
-    // SAFETY: the glue's work item calls this once, with the `arg` `defer`
-    // queued: a `KBox<F>` from `KBox::into_raw`.
-    let f = KBox::into_inner(unsafe { KBox::from_raw(arg.cast::<F>()) });
-    f()
+// SAFETY: a work item may be queued from any thread, and freed from any
+// thread once its work function started (the glue touches it no more).
+unsafe impl Send for Deferred {}
+// SAFETY: `queue_work` tests and sets the item's pending bit atomically.
+unsafe impl Sync for Deferred {}
+
+impl Deferred {
+    /// A new, idle work item.
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: no preconditions; returns NULL or an idle work item.
+        let ptr = unsafe { glue::peermem_deferred_alloc() };
+        // INVARIANT: from `peermem_deferred_alloc`.
+        Ok(Deferred {
+            ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
+        })
+    }
+
+    /// Runs `f(arg)` on the module's work queue.
+    ///
+    /// # Safety
+    ///
+    /// A [`DeferQueue`] exists, and lives until `f` returned.  `f(arg)` is
+    /// sound to call once, on any thread.  `self` is not queued again
+    /// before `f` started, and lives until `f` started (`f` may drop it).
+    pub(crate) unsafe fn queue(&self, f: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) {
+        // SAFETY: `ptr` is an allocated work item (type invariant), not
+        // pending (this function's contract); the queue exists (contract).
+        unsafe { glue::peermem_deferred_queue(self.ptr.as_ptr(), Some(f), arg) }
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        // SAFETY: from `peermem_deferred_alloc` (type invariant), freed
+        // once; not pending (`queue`'s contract: `f` started already).
+        unsafe { glue::peermem_deferred_free(self.ptr.as_ptr()) }
+    }
 }
 
 /// A reference on this module: while one exists, `rmmod` is refused.
@@ -192,10 +262,15 @@ impl DebugFs {
         StatsRemoved(())
     }
 
-    /// Creates the directory and the stats file.
+    /// Creates the directory and the stats file; fails while they exist.
     pub(crate) fn create() -> Result<Self> {
-        // SAFETY: no preconditions; called once, at module load.
+        // A second call while the directory exists fails and changes
+        // nothing: debugfs_create_dir returns ERR_PTR(-EEXIST) for a name
+        // taken (fs/debugfs/inode.c `start_creating`), and the glue keeps
+        // the directory only on success.
+        // SAFETY: peermem_debugfs_create has no preconditions (above).
         kernel::error::to_result(unsafe { glue::peermem_debugfs_create() })?;
+        // INVARIANT: the directory was created by this call.
         Ok(DebugFs(()))
     }
 }

@@ -30,6 +30,7 @@ pub(crate) use callback::{
 };
 pub(crate) use mapping::PciDev;
 use mapping::{DmaMapping, MapArgs, UnmapArgs, Unmapped};
+pub(crate) use mapping::{UnmapReturned, UnmapSink};
 pub(crate) use pins::{Adopt, Pins};
 pub(crate) use table::PageTable;
 

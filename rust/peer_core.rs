@@ -66,13 +66,12 @@ unsafe impl Sync for ClientRegistration {}
 impl ClientRegistration {
     /// Registers `table`.  With `invalidation`, asks the core for its
     /// invalidate function (an invalidation-capable client); the table must
-    /// then be an extended one.  `Err(EBUSY)`: the core refused (a client of
-    /// that name exists).
+    /// then be an extended one.
     pub(crate) fn register(
         core: PeerCore,
         table: KBox<peer_memory_client_ex>,
         invalidation: bool,
-    ) -> Result<Self> {
+    ) -> core::result::Result<Self, Refused> {
         let mut invalidate: invalidate_peer_memory = None;
         let slot = if invalidation {
             &mut invalidate as *mut invalidate_peer_memory
@@ -82,13 +81,13 @@ impl ClientRegistration {
         // SAFETY: `table` is complete, boxed (fixed address) and kept until we
         // unregister; `slot` is null or a valid out pointer.
         let handle = unsafe { (core.register)(&table.client, slot) };
-        let handle = NonNull::new(handle).ok_or(EBUSY)?;
+        let handle = NonNull::new(handle).ok_or(Refused::Null)?;
         let invalidate = match (invalidation, invalidate) {
             (true, Some(f)) => Some(Invalidator { f, handle }),
             (true, None) => {
                 // SAFETY: `handle` was just returned by register.
                 unsafe { (core.unregister)(handle.as_ptr()) };
-                return Err(crate::compat::eopnotsupp());
+                return Err(Refused::NoInvalidation);
             }
             (false, _) => None,
         };
@@ -111,6 +110,18 @@ impl ClientRegistration {
         drop(self);
         Unregistered(())
     }
+}
+
+/// Why the core did not register the client.
+pub(crate) enum Refused {
+    /// Its register returned NULL, which carries no reason.  The real
+    /// cores return NULL when a mandatory entry point is missing (never in
+    /// our table), when allocating their client record fails, and, on
+    /// cores that create `/sys/kernel/mm/memory_peers`, when a client of
+    /// the name is registered (peer-memory-core.md).
+    Null,
+    /// An invalidation client, but the core gave no invalidate function.
+    NoInvalidation,
 }
 
 /// Proof that the client is unregistered: the core calls it no more.

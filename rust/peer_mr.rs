@@ -21,12 +21,12 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, CondVar, Mutex};
 
 use crate::client::{Active, PeerMemoryClient};
-use crate::glue::{self, ModuleRef, SeqWriter};
+use crate::glue::{self, pr_err_ratelimited, pr_warn_ratelimited, ModuleRef, SeqWriter};
 use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
 use crate::nvidia::{
     is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Pins, Revocable, Revoked,
-    Tombstone,
+    Tombstone, UnmapReturned, UnmapSink,
 };
 use crate::peer_core::Invalidator;
 use crate::pin_gate::PinGate;
@@ -140,12 +140,14 @@ impl PeerMr {
             return e;
         }
         if self.client.mode == Mode::Persistent {
-            pr_warn!(
+            pr_warn_ratelimited!(
                 "the NVIDIA driver does not support persistent pins on this GPU \
                  (MIG, confidential computing or vGPU): load with mode=invalidate\n"
             );
         } else {
-            pr_warn!("the NVIDIA driver does not support GPUDirect RDMA mappings of this memory\n");
+            pr_warn_ratelimited!(
+                "the NVIDIA driver does not support GPUDirect RDMA mappings of this memory\n"
+            );
         }
         crate::compat::eopnotsupp()
     }
@@ -244,7 +246,7 @@ impl PeerMr {
                 Ok(None)
             }
             Err(Adopt::Unsupported(table, why)) => {
-                pr_err!(
+                pr_err_ratelimited!(
                     "refusing a pin of {} bytes: {}\n",
                     size,
                     format_args!("{why}")
@@ -289,7 +291,7 @@ impl PeerMr {
 
     fn dma_map(&self, mut sg: SgTable, dev: DmaDevice) -> Result<u32> {
         let Some(peer) = dev.pci() else {
-            pr_err!("the RDMA device's DMA device is not a PCI device\n");
+            pr_err_ratelimited!("the RDMA device's DMA device is not a PCI device\n");
             return Err(Self::fail(ErrorKind::NotPci, crate::compat::eopnotsupp()));
         };
         let table = {
@@ -354,7 +356,7 @@ impl PeerMr {
                 OwnedSgTable::new(segments).map_err(|e| Self::fail(ErrorKind::NoMemory, e))
             }
             Err(why) => {
-                pr_err!("refusing a DMA mapping: {}\n", format_args!("{why}"));
+                pr_err_ratelimited!("refusing a DMA mapping: {}\n", format_args!("{why}"));
                 Err(Self::fail(ErrorKind::Unsupported, EINVAL))
             }
         };
@@ -398,15 +400,11 @@ impl PeerMr {
             self.unmapped.notify_all();
             return;
         };
-        let (done, unmapped) = self.client.nvidia.dma_unmap(call);
+        let (done, unmapped) = self.client.nvidia.dma_unmap(call, self);
         if unmapped.is_err() {
             STATS.error(ErrorKind::DmaUnmap);
         }
-        let mut inner = self.inner.lock();
-        inner.pins.unmap_done(done);
-        inner.state.unmap_end();
-        drop(inner);
-        self.unmapped.notify_all();
+        done.report();
     }
 
     /// The driver's free callback: wait for an unmap in flight, fence DMA if
@@ -476,6 +474,18 @@ impl PeerMr {
         }
         STATS.invalidated();
         revoked
+    }
+}
+
+impl UnmapSink for PeerMr {
+    /// A DMA unmap of ours returned: `Unmapping` ends, and a free callback
+    /// waiting for it proceeds.
+    fn unmap_returned(&self, returned: UnmapReturned) {
+        let mut inner = self.inner.lock();
+        inner.pins.unmap_done(returned);
+        inner.state.unmap_end();
+        drop(inner);
+        self.unmapped.notify_all();
     }
 }
 

@@ -16,7 +16,8 @@ use crate::pin_gate::TableSide;
 
 use super::probe::PutAnswered;
 use super::{
-    Armed, Disarmed, DmaMapping, FreeCallback, MapArgs, PageTable, PciDev, UnmapArgs, Unmapped,
+    Armed, Disarmed, DmaMapping, FreeCallback, MapArgs, PageTable, PciDev, UnmapArgs, UnmapSink,
+    Unmapped,
 };
 
 /// `-ENOTSUPP` (524): the driver's "not supported here" (persistent pins on
@@ -247,10 +248,14 @@ impl NvidiaP2p {
         Ok(DmaMapping { ptr, peer })
     }
 
-    /// Releases a DMA mapping.  The returned [`Unmapped`] is the caller's
-    /// report of the return to [`Pins`] ([`Pins::unmap_done`]), which until
-    /// then keeps the free callback from completing.
-    pub(crate) fn dma_unmap(&self, args: UnmapArgs) -> (Unmapped, Result) {
+    /// Releases a DMA mapping taken out of `sink`'s [`Pins`].  The returned
+    /// [`Unmapped`] reports the return to `sink` when it is dropped; until
+    /// then the `Pins` keep the free callback from completing.
+    pub(crate) fn dma_unmap<'a>(
+        &self,
+        args: UnmapArgs,
+        sink: &'a dyn UnmapSink,
+    ) -> (Unmapped<'a>, Result) {
         let UnmapArgs { table, mapping } = args;
         // Both stay valid during the call: they were live in `Pins` when
         // taken, and `Pins` refuses to let the free callback complete (after
@@ -265,8 +270,10 @@ impl NvidiaP2p {
                 mapping.ptr.as_ptr(),
             )
         };
+        // INVARIANT: `table` is the pin just unmapped; `sink` took it out.
         let done = Unmapped {
             table: table.as_ptr() as usize,
+            sink,
         };
         (done, kernel::error::to_result(rc))
     }

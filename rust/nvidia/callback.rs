@@ -24,7 +24,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, Mutex};
 
 use super::FreeCallback;
-use crate::glue::ModuleRef;
+use crate::glue::{pr_warn_ratelimited, Deferred, ModuleRef};
 use crate::stats::STATS;
 
 /// What a revocable pin's free callback revokes (the per-MR type).
@@ -85,9 +85,14 @@ impl<R> Revoked<R> {
     /// The callback is done: give its reference back.
     pub(crate) fn finish(self) {
         if let Some(cb) = self.callback {
-            // `ran` proves this is the pin's free callback, which the driver
-            // calls at most once per pin (nv-p2p.c tears the pin down with it).
-            // SAFETY: that callback is done once `finish` runs: no more calls.
+            // `ran` proves the driver called the free callback of the pin
+            // armed with `ran.data`.  It calls it from
+            // `nv_p2p_mem_info_free_callback` (nv-p2p.c), which frees the
+            // pin's page table and the `nv_p2p_mem_info` holding the
+            // callback and `data` right after it returns: no later call
+            // can find them.  `finish` runs after that call returned
+            // (`finish_deferred`, queued by that call).
+            // SAFETY: by the above, no more calls with `ran.data`.
             cb.release(unsafe { Disarmed::new(self.ran.data) });
         }
     }
@@ -101,18 +106,22 @@ impl<R> Revoked<R> {
 /// `reg` is the registration the callback revokes until the pin's fate is
 /// settled (then `None`); `parked` is the driver's reference on this
 /// tombstone after a put the module could not confirm, kept until the free
-/// callback takes it.  The module reference keeps the trampoline's code
-/// loaded while the tombstone lives.
+/// callback takes it; `finishing` is the finished callback's revocation,
+/// from its queueing on `finish` until that work runs.  `finish` is
+/// queued at most once (by the one free callback of the pin).  The module
+/// reference keeps the trampoline's code loaded while the tombstone lives.
 #[pin_data]
 pub(crate) struct Tombstone<R> {
     #[pin]
     state: Mutex<TombState<R>>,
+    finish: Deferred,
     _module: ModuleRef,
 }
 
 struct TombState<R> {
     reg: Option<Arc<R>>,
     parked: Option<CallbackRef<R>>,
+    finishing: Option<Revoked<R>>,
 }
 
 impl<R: Revocable> Tombstone<R> {
@@ -184,18 +193,22 @@ unsafe impl<R: Send + Sync> Send for CallbackRef<R> {}
 impl<R: Revocable> CallbackRef<R> {
     /// A tombstone for `reg`, and the driver's reference on it: the
     /// reference, and the [`Armed`] callback for the one pin call it is
-    /// made for.  Fails while the module is being unloaded.
+    /// made for.  Fails while the module is being unloaded.  Everything
+    /// the callback needs is allocated here, so that it cannot fail.
     pub(crate) fn arm(reg: Arc<R>) -> Result<(Self, Armed)> {
         let module = ModuleRef::get()?;
+        let finish = Deferred::new()?;
         let tomb = Arc::pin_init(
             pin_init!(Tombstone {
                 state <- new_mutex!(
                     TombState {
                         reg: Some(reg),
                         parked: None,
+                        finishing: None,
                     },
                     "peermem_rs::Tombstone::state"
                 ),
+                finish,
                 _module: module,
             }),
             GFP_KERNEL,
@@ -258,7 +271,9 @@ impl<R> CallbackRef<R> {
 
 impl<R> Drop for CallbackRef<R> {
     fn drop(&mut self) {
-        pr_warn!("a free-callback reference was dropped while its pin may be armed: leaked\n");
+        pr_warn_ratelimited!(
+            "a free-callback reference was dropped while its pin may be armed: leaked\n"
+        );
     }
 }
 
@@ -282,8 +297,13 @@ pub(crate) struct Armed {
 ///
 /// Only the driver calls it, as the free callback given to
 /// `nvidia_p2p_get_pages` with the `data` made by [`CallbackRef::arm`] for
-/// `R`: at most once per pin, and only while the pin is armed (before its
-/// release; the driver tears the pin down with the callback).
+/// `R`, and only while that pin's reference was not given back: the
+/// reference is given back only with a [`Disarmed`], made when the pin call
+/// failed, after a put whose lookup found the pin (RM then deletes the
+/// callback, p2p.c `RmP2PPutPages`), or after this callback returned (the
+/// driver then frees the pin's records, nv-p2p.c
+/// `nv_p2p_mem_info_free_callback`).  A put answered 0 without such proof
+/// leaves the reference parked in the tombstone.
 unsafe extern "C" fn free_callback<R: Revocable>(data: *mut c_void) {
     if data.is_null() {
         return;
@@ -298,9 +318,41 @@ unsafe extern "C" fn free_callback<R: Revocable>(data: *mut c_void) {
         data: data as usize,
     };
     let revoked = tomb.fire(ran);
+    if revoked.callback.is_none() {
+        // Nothing to give back (a spurious callback, warned about).
+        return;
+    }
     // The reference is given back last, after every use of `tomb`, from
     // the module's work queue: it may be the last reference on the module,
     // and module unload waits for that queue, so no code of ours runs
-    // after it is gone (here, the driver would return into our code).
-    crate::glue::defer(move || revoked.finish());
+    // after it is gone (here, the driver would return into our code).  The
+    // work item was allocated with the tombstone: this cannot fail, and
+    // the release never runs here.
+    tomb.state.lock().finishing = Some(revoked);
+    // The queue exists while any module reference does (it is destroyed
+    // by module exit), and the reference `finishing` carries is dropped
+    // only by `finish_deferred` itself.  The pin's one callback queues
+    // `finish` once, and the tombstone lives until `finish_deferred` gave
+    // that reference back.
+    // SAFETY: as above; `finish_deferred::<R>` takes `data`, a
+    // `Tombstone<R>` holding a revocation in `finishing`.
+    unsafe { tomb.finish.queue(finish_deferred::<R>, data) };
+}
+
+/// The work of a finished free callback: gives its reference back.
+///
+/// # Safety
+///
+/// `data` is a `Tombstone<R>` whose `finishing` holds a revocation with
+/// its reference (queued by `free_callback`), run once.
+unsafe extern "C" fn finish_deferred<R: Revocable>(data: *mut c_void) {
+    // SAFETY: the reference in `finishing` keeps the tombstone alive until
+    // it is given back below (the function's safety section).
+    let tomb = unsafe { &*data.cast::<Tombstone<R>>() };
+    let revoked = tomb.state.lock().finishing.take();
+    // May free the tombstone (with this work item) and drop the last
+    // reference on the module: nothing of either is used after it.
+    if let Some(revoked) = revoked {
+        revoked.finish();
+    }
 }

@@ -41,12 +41,52 @@ pub(crate) struct UnmapArgs {
 // SAFETY: addresses passed back to the driver, not tied to a thread.
 unsafe impl Send for UnmapArgs {}
 
-/// Proof that the `dma_unmap_pages` of an [`UnmapArgs`] taken by
-/// [`Pins::take_unmap`] returned: made only by [`NvidiaP2p::dma_unmap`],
-/// consumed by [`Pins::unmap_done`].  `table` names the pin (its address).
-#[must_use = "give it to Pins::unmap_done, or the free callback waits forever"]
-pub(crate) struct Unmapped {
+/// Where the return of an unmap taken by [`Pins::take_unmap`] is reported:
+/// the registration that owns that [`Pins`].
+pub(crate) trait UnmapSink {
+    /// The unmap returned: give `returned` to the [`Pins`]
+    /// ([`Pins::unmap_done`]) and wake a free callback waiting for it.
+    fn unmap_returned(&self, returned: UnmapReturned);
+}
+
+/// The report of [`Unmapped`] to its [`UnmapSink`]: made only when an
+/// `Unmapped` is dropped.  `table` names the pin (its address).
+pub(crate) struct UnmapReturned {
     pub(super) table: usize,
+}
+
+/// That the `dma_unmap_pages` of an [`UnmapArgs`] taken by
+/// [`Pins::take_unmap`] returned: made only by [`NvidiaP2p::dma_unmap`].
+///
+/// # Invariants
+///
+/// `table` names the pin whose unmap returned, and `sink` is the
+/// registration whose [`Pins`] took that unmap out.  However the value
+/// ends -- [`Unmapped::report`] or any other drop, an early return or an
+/// unwinding path included -- `Drop` reports it to `sink` exactly once,
+/// which ends the unmap in flight and lets a free callback waiting for it
+/// (under the driver's lock) proceed.  Only `mem::forget` could lose it,
+/// and nothing forgets it.
+///
+/// [`NvidiaP2p::dma_unmap`]: super::NvidiaP2p::dma_unmap
+#[must_use = "report it (Unmapped::report) once the unmap's result is read"]
+pub(crate) struct Unmapped<'a> {
+    pub(super) table: usize,
+    pub(super) sink: &'a dyn UnmapSink,
+}
+
+impl Unmapped<'_> {
+    /// Reports the return to the registration (what dropping does).
+    pub(crate) fn report(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Unmapped<'_> {
+    fn drop(&mut self) {
+        self.sink
+            .unmap_returned(UnmapReturned { table: self.table });
+    }
 }
 
 /// A PCI device the HCA's DMA goes through.

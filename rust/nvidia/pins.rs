@@ -8,12 +8,13 @@ use kernel::prelude::*;
 use kernel::sync::Mutex;
 
 use crate::bindings::NVIDIA_P2P_PAGE_SIZE_64KB;
+use crate::glue::pr_warn_ratelimited;
 use crate::logic::coalesce::{coalesce, Coalesce};
 use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::logic::version;
 
 use super::{
-    CallbackRan, CallbackRef, DmaMapping, MapArgs, PageTable, Revoked, UnmapArgs, Unmapped,
+    CallbackRan, CallbackRef, DmaMapping, MapArgs, PageTable, Revoked, UnmapArgs, UnmapReturned,
 };
 
 /// Why a page table or mapping from the driver is refused.
@@ -194,12 +195,12 @@ impl Pins {
     }
 
     /// The unmap taken by [`Pins::take_unmap`] returned (`done` is its
-    /// return).  A proof for another pin's unmap changes nothing.
-    pub(crate) fn unmap_done(&mut self, done: Unmapped) {
+    /// report).  A report for another pin's unmap changes nothing.
+    pub(crate) fn unmap_done(&mut self, done: UnmapReturned) {
         if self.unmapping == Some(done.table) {
             self.unmapping = None;
         } else {
-            pr_warn!("an unmap was reported to the wrong registration: ignored\n");
+            pr_warn_ratelimited!("an unmap was reported to the wrong registration: ignored\n");
         }
     }
 

@@ -75,9 +75,14 @@ impl NvidiaP2p {
         // is a release otherwise.  An exiting one: the probe found the
         // memory reachable after the put, and nothing between the two
         // calls of this thread destroys the RM client (module docs above).
-        // SAFETY: by the above the put released the pin: the driver
-        // unregistered its callback under its lock, so it will not call
-        // back with `data` any more.
+        // The driver's guarantee is narrower than "0 means released": its
+        // put looks the pin up among the calling process's P2P objects
+        // (p2p.c `RmP2PPutPages` -> `RmP2PGetInfoWithoutToken`) and, when
+        // found, deletes the pin's mapping info with its free callback
+        // (`thirdpartyp2pDelMappingInfoByKey`) before returning; a failed
+        // lookup is answered 0 as well (nv-p2p.c `nv_p2p_put_pages`).
+        // SAFETY: by the above, the lookup found the pin, so the driver
+        // deleted its callback and will not call back with `data` any more.
         let disarmed = unsafe { Disarmed::new(answered.data) };
         Ok(disarmed)
     }
@@ -120,10 +125,14 @@ impl NvidiaP2p {
         });
         if let Some(Ok(super::Unpinned::Answered(answered))) = put {
             if let Some(cb) = tomb.take_parked() {
-                // SAFETY: the probe pin was made by this thread a moment
-                // ago, so this process reached it; its put by the same
-                // thread, with nothing between that destroys the RM client
-                // (module docs), released it: no callback any more.
+                // The probe pin was made by this thread a moment ago, so
+                // this process reached it through a P2P object, and nothing
+                // between that and its put by the same thread destroys the
+                // RM client (module docs): the put's lookup found it, and
+                // RM deleted its mapping info with the callback
+                // (p2p.c `RmP2PPutPages`).
+                // SAFETY: as above, the driver will not call back with
+                // `answered.data` any more.
                 let disarmed = unsafe { Disarmed::new(answered.data) };
                 cb.release(disarmed);
             }

@@ -6,8 +6,9 @@
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use kernel::prelude::*;
+use kernel::time::{delay::fsleep, Delta};
 
-use crate::glue;
+use crate::glue::pr_warn_ratelimited;
 use crate::logic::state::{Action, State};
 use crate::nvidia::{PageTable, Unpin, Unpinned};
 use crate::stats::{ErrorKind, STATS};
@@ -39,7 +40,7 @@ impl PeerMr {
                 },
                 _ => {
                     if inner.state == State::Orphaned && was != State::Orphaned {
-                        pr_warn!(
+                        pr_warn_ratelimited!(
                             "GPU memory registered by process {} was deregistered from \
                              another process: it stays pinned until that process frees \
                              it or exits\n",
@@ -141,14 +142,14 @@ impl PeerMr {
                     // callback's reference (and the registration) until
                     // the owner's cudaFree or exit.
                     STATS.orphaned();
-                    pr_warn!(
+                    pr_warn_ratelimited!(
                         "the NVIDIA driver failed to unpin ({:?}): the pin is kept until \
                          its free callback (cudaFree or process exit)\n",
                         e
                     );
                 } else {
                     // No callback will come: nothing keeps the module.
-                    pr_warn!(
+                    pr_warn_ratelimited!(
                         "the NVIDIA driver failed to release a persistent pin ({:?}): \
                          the GPU memory may stay pinned until the driver unloads\n",
                         e
@@ -167,7 +168,8 @@ impl PeerMr {
             match result {
                 Err(Unpin::Failed(_, Some(table))) => {
                     STATS.error(ErrorKind::Unpin);
-                    glue::msleep(delay_ms);
+                    // Every caller is a core callback that may sleep.
+                    fsleep(Delta::from_millis(delay_ms));
                     result = self.client.nvidia.unpin(table);
                 }
                 other => return other,

@@ -258,6 +258,11 @@ pub(crate) unsafe fn register(
             return Err(why);
         }
     };
+    // The real core allocates its client record next (kzalloc), NULL on
+    // failure, with no message.
+    if sys::take_fail_register() {
+        return Err("injected allocation failure (fail_register)");
+    }
     let mut peers = PEERS.lock();
     let dup = peers.clients.find(|(_, c)| c.name == parsed.name).is_some();
     if dup && sys::param_refuse_dups() {

@@ -97,20 +97,26 @@ MODULE_PARM_DESC(legacy_map, "1: get_page_size before dma_map, nmap a separate i
 static bool refuse_duplicate_names;
 module_param(refuse_duplicate_names, bool, 0644);
 MODULE_PARM_DESC(refuse_duplicate_names, "refuse a second client of the same name (NULL), as cores with memory_peers do (implied by memory_peers=1); default: accept it, as DOCA-OFED 25.10");
-static unsigned int fail_mkey;
-module_param(fail_mkey, uint, 0644);
-MODULE_PARM_DESC(fail_mkey, "fail the HW driver's MR (mkey) creation after the next N registrations were MAPPED: ENOMEM, the umem released (dma_unmap, put_pages, release)");
-bool pcsim_glue_take_fail_mkey(void)
+/* Takes one injected failure from a countdown parameter, if one is due. */
+static bool pcsim_take_one(unsigned int *count)
 {
 	unsigned int v;
 
 	do {
-		v = READ_ONCE(fail_mkey);
+		v = READ_ONCE(*count);
 		if (!v)
 			return false;
-	} while (cmpxchg(&fail_mkey, v, v - 1) != v);
+	} while (cmpxchg(count, v, v - 1) != v);
 	return true;
 }
+static unsigned int fail_mkey;
+module_param(fail_mkey, uint, 0644);
+MODULE_PARM_DESC(fail_mkey, "fail the HW driver's MR (mkey) creation after the next N registrations were MAPPED: ENOMEM, the umem released (dma_unmap, put_pages, release)");
+bool pcsim_glue_take_fail_mkey(void) { return pcsim_take_one(&fail_mkey); }
+static unsigned int fail_register;
+module_param(fail_register, uint, 0644);
+MODULE_PARM_DESC(fail_register, "fail the next N ib_register_peer_memory_client calls as the core's allocation failing: NULL");
+bool pcsim_glue_take_fail_register(void) { return pcsim_take_one(&fail_register); }
 static bool memlock = true;
 module_param(memlock, bool, 0644);
 MODULE_PARM_DESC(memlock, "charge registrations to RLIMIT_MEMLOCK before the peer path (EPERM with limit 0, ENOMEM past it, without CAP_IPC_LOCK), as ib_umem_get does");

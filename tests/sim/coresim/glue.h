@@ -26,6 +26,7 @@ bool pcsim_glue_param_legacy_map(void);
 bool pcsim_glue_param_notifier_ne(void);		/* get_page_size first, nmap apart */
 bool pcsim_glue_param_refuse_dups(void);	/* refuse duplicate client names */
 bool pcsim_glue_take_fail_mkey(void);		/* one injected mkey failure due */
+bool pcsim_glue_take_fail_register(void);	/* one injected register failure due */
 u32 pcsim_glue_param_register_hold_ms(void);
 bool pcsim_glue_param_memlock(void);
 u32 pcsim_glue_param_unregister_hold_ms(void);

@@ -90,6 +90,13 @@ pub(crate) fn take_fail_mkey() -> bool {
     unsafe { b::pcsim_glue_take_fail_mkey() }
 }
 
+/// `fail_register`: whether this `ib_register_peer_memory_client` is to
+/// fail as the core's allocation failing (takes one injected failure).
+pub(crate) fn take_fail_register() -> bool {
+    // SAFETY: updates a module parameter atomically; no preconditions.
+    unsafe { b::pcsim_glue_take_fail_register() }
+}
+
 /// `memory_peers`: whether the core has the memory_peers sysfs directory.
 pub(crate) fn param_memory_peers() -> bool {
     // SAFETY: reads a module parameter.
