@@ -222,15 +222,21 @@ esac
 # The negative controls (tests/vm/selfcheck.list), in a boot of their own:
 # each must fail, for the reason its regex names.
 # selfcheck_boot KVER: that boot (its console in selfcheck-KVER.out);
-# `make test` starts it in the background once the Debian kernels are done,
-# beside the rest of the debug kernel's suite (SC_PID).
+# `make test` starts it in the background once the Debian kernels' VMs are
+# done, beside the packaging cases and the rest of the debug kernel's suite
+# (SC_PID).
 # The host layouts (tests/bench/hosts.sh, host side, then the VM case
 # host-layouts) ride in that boot too: host-layouts first, before any
-# control has left a report or a leak behind.
+# control has left a report or a leak behind.  `make test` runs hosts.sh
+# early (HOSTS_RC), while nothing else changes the chroot: the packaging
+# cases install into it, and hosts.sh's overlays have it as their lower
+# layer.
+HOSTS_RC=
 selfcheck_boot() {
   local k=$1 list
   list=$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/selfcheck.list" | cut -f1 | paste -sd,)
-  if hosts_step "$k" > "$RESULTS/hosts-$k.out" 2>&1; then list="host-layouts,$list"; fi
+  if [ -z "$HOSTS_RC" ]; then hosts_step "$k" > "$RESULTS/hosts-$k.out" 2>&1; HOSTS_RC=$?; fi
+  if [ "$HOSTS_RC" = 0 ]; then list="host-layouts,$list"; fi
   RESULTS=$RESULTS/selfcheck timed "selfcheck $k" bash "$BENCH/vm.sh" "$k" "$list" > "$RESULTS/selfcheck-$k.out" 2>&1 || true
 }
 # hosts_step KVER: tests/bench/hosts.sh for the debug kernel (its checks
@@ -447,11 +453,23 @@ for k in $KERNELS; do
     if BG=1 run_kernel "$k"; then bg_k=$k; fi
   fi
 done
+# make test: the negative controls' boot, its host side now.
+controls_too() { [ -n "$bg_k" ] && [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ]; }
+if controls_too; then
+  hosts_step "$bg_k" > "$RESULTS/hosts-$bg_k.out" 2>&1; HOSTS_RC=$?
+fi
 for k in $KERNELS; do
   [ "$k" = "$bg_k" ] && continue
   if [ "$mode" = test ] && is_debug_kernel "$k" && [ "$(echo $KERNELS | wc -w)" -gt 1 ]; then continue; fi
   run_kernel "$k" || true
 done
+# The controls' boot beside the packaging cases and the debug kernel's
+# suite: two VMs and the packaging's builds on two cores, instead of the
+# controls alone at the end.
+if controls_too; then
+  echo; echo "== kernel $bg_k: negative controls' boot (in the background)"
+  selfcheck_boot "$bg_k" & SC_PID=$!
+fi
 # Packaging cases run once per run, on the first prepared Debian kernel of the matrix.
 if pkg_tests; then
   for k in $KERNELS; do
@@ -462,12 +480,6 @@ if pkg_tests; then
   done
 fi
 if [ -n "$bg_k" ]; then
-  # Two VMs on two cores again: the negative controls' boot beside the
-  # debug kernel's suite, instead of after it.
-  if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && kill -0 "$BG_PID" 2>/dev/null; then
-    echo; echo "== kernel $bg_k: negative controls' boot (in the background)"
-    selfcheck_boot "$bg_k" & SC_PID=$!
-  fi
   echo; echo "== kernel $bg_k: waiting for its VM"
   wait "$BG_PID" || true
   collect_vm "$bg_k" || true
