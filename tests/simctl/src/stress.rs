@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! simctl stress --seed S --ops N [--procs P] [--threads T] [--max-size BYTES]
-//!               [--life OPS] [--no-unload] [--verbose]
+//!               [--life OPS] [--no-unload] [--failslab] [--mps] [--verbose]
 //! ```
 //! P worker processes share the N operations.  A worker lives through a
 //! series of *lives*: each is a forked process with its own control files
@@ -19,10 +19,11 @@
 //! deregistering one of its MRs (a put from another process), exit with
 //! live registrations, a forked child closing the last reference of each
 //! control file, the files passed over a unix socket to a process that
-//! closes them, or a clean teardown.  One life in four is MPS-like
-//! (stress_mps.rs): it also registers its worker's memory, shared with it
-//! as an MPS server shares its own, and the worker frees that memory after
-//! the life's end, whatever the order its files were released in.
+//! closes them, or a clean teardown.  With --mps one life in four is
+//! MPS-like (stress_mps.rs): it also registers its worker's memory, shared
+//! with it as an MPS server shares its own, and the worker frees that
+//! memory after the life's end, whatever the order its files were released
+//! in.
 //!
 //! Every thread's operations come from its own generator derived from
 //! (seed, worker, life, thread): a seed names the same operations every
@@ -77,6 +78,8 @@ pub struct Config {
     pub verbose: bool,
     /// Each life process opts in to failslab (`/proc/self/make-it-fail`).
     pub failslab: bool,
+    /// MPS-like lives (stress_mps.rs).
+    pub mps: bool,
 }
 
 impl Config {
@@ -92,6 +95,7 @@ impl Config {
             unload: true,
             verbose: false,
             failslab: false,
+            mps: false,
         };
         let mut i = 0;
         while let Some(a) = args.get(i) {
@@ -99,6 +103,7 @@ impl Config {
                 "--no-unload" => c.unload = false,
                 "--verbose" => c.verbose = true,
                 "--failslab" => c.failslab = true,
+                "--mps" => c.mps = true,
                 k => {
                     let v = args
                         .get(i + 1)
@@ -140,11 +145,12 @@ impl Config {
             .map(|k| format!(" KVER={k}"))
             .unwrap_or_default();
         format!(
-            "make stress SEED={} OPS={}{variant}{mode}{kver}{}   (in the VM: \
-             simctl stress --seed {} --ops {} --procs {} --threads {} --max-size {} --life {}{}{})",
+            "make stress SEED={} OPS={}{variant}{mode}{kver}{}{}   (in the VM: \
+             simctl stress --seed {} --ops {} --procs {} --threads {} --max-size {} --life {}{}{}{})",
             self.seed,
             self.ops,
             if self.failslab { " FAILSLAB=1" } else { "" },
+            if self.mps { " MPS=1" } else { "" },
             self.seed,
             self.ops,
             self.procs,
@@ -153,6 +159,7 @@ impl Config {
             self.life,
             if self.unload { "" } else { " --no-unload" },
             if self.failslab { " --failslab" } else { "" },
+            if self.mps { " --mps" } else { "" },
         )
     }
 }
@@ -333,7 +340,11 @@ fn worker_main(cfg: &Config, tally: &Tally, worker: u64, share: u64) -> ! {
     let (mut done, mut idx) = (0, 0);
     while done < share {
         let n = (r.range(1, cfg.life) * cfg.threads).min(share - done);
-        let mps = owner.prepare(tally, &mut r);
+        let mps = if cfg.mps {
+            owner.prepare(tally, &mut r)
+        } else {
+            None
+        };
         let pid = fork_or_die();
         if pid == 0 {
             life_main(cfg, tally, (worker, idx), n, mps);
