@@ -145,10 +145,9 @@ impl DeferQueue {
         if QUEUE_EXISTS.swap(true, Ordering::AcqRel) {
             return Err(EBUSY);
         }
-        // SAFETY: `QUEUE_EXISTS` was false: no queue exists, none is in
-        // use, and no other caller can get here until this one's value is
-        // dropped.
-        if let Err(e) = kernel::error::to_result(unsafe { glue::peermem_defer_init() }) {
+        // SAFETY: `QUEUE_EXISTS` was false: no queue exists or is in use.
+        let rc = unsafe { glue::peermem_defer_init() };
+        if let Err(e) = kernel::error::to_result(rc) {
             QUEUE_EXISTS.store(false, Ordering::Release);
             return Err(e);
         }

@@ -79,9 +79,8 @@ impl HostDmabuf {
             step,
             errno: errno(),
         };
-        // SAFETY: memfd_create(2) takes a NUL-terminated name of at most
-        // 249 bytes and flags from MFD_*; a non-negative result is a new fd
-        // that no one else owns.
+        // memfd_create(2): a non-negative result is a new fd no one else owns.
+        // SAFETY: the name is NUL-terminated and short; the flags are MFD_*.
         let fd = unsafe {
             libc::memfd_create(
                 c"peermem-probe".as_ptr(),
@@ -117,10 +116,9 @@ impl HostDmabuf {
             offset: 0,
             size: len as u64,
         };
-        // SAFETY: for UDMABUF_CREATE the kernel copies one struct
-        // udmabuf_create (24 bytes, layout pinned by the test below) from
-        // the pointer, which points at `req` for the whole call, and
-        // returns a new dma-buf fd or -1 with errno.
+        // UDMABUF_CREATE copies one struct udmabuf_create (24 bytes, layout
+        // pinned by the test below) and returns a new dma-buf fd or -1.
+        // SAFETY: the pointer is to `req`, live for the whole call.
         let buf = unsafe {
             libc::ioctl(
                 dev.as_raw_fd(),
