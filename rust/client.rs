@@ -1,27 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The `extern "C"` entry points of the RDMA core's peer-memory client
-//! interface: the client table the core calls, and the debugfs `stats`
-//! show (the NVIDIA driver's free callback is in rust/nvidia/callback.rs).
+//! interface: the client table the core calls (the NVIDIA driver's free
+//! callback is in rust/nvidia/callback.rs); and the debugfs `stats` file,
+//! shown through the active client.
 //! Each trampoline turns raw
 //! pointers into owned or borrowed Rust values, calls the safe
 //! [`PeerMemoryClient`] implementation (rust/peer_mr.rs), and turns a
 //! `Result` into the C return value only here.
 
 use core::ffi::c_void;
+use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
+use kernel::debugfs::{Dir, File};
 use kernel::ffi::{c_char, c_int, c_ulong};
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 
 use crate::bindings::{
-    device, peer_memory_client_ex, seq_file, sg_table, IB_PEER_MEMORY_NAME_MAX,
-    IB_PEER_MEMORY_VER_MAX, PEER_MEM_INVALIDATE_UNMAPS,
+    device, peer_memory_client_ex, sg_table, IB_PEER_MEMORY_NAME_MAX, IB_PEER_MEMORY_VER_MAX,
+    PEER_MEM_INVALIDATE_UNMAPS,
 };
-use crate::glue::StatsRemoved;
 use crate::peer_core::Unregistered;
 use crate::sg::{DmaDevice, SgTable};
 
@@ -46,8 +48,8 @@ pub(crate) trait PeerMemoryClient: Send + Sync + Sized + 'static {
     fn page_size(reg: &Self::Mr) -> u64;
     /// The core is done with the registration.
     fn release(reg: Arc<Self::Mr>);
-    /// The debugfs `stats` file.
-    fn show_stats(this: ArcBorrow<'_, Self>, w: &mut crate::glue::SeqWriter);
+    /// The debugfs `stats` file's text.
+    fn show_stats(this: ArcBorrow<'_, Self>, f: &mut fmt::Formatter<'_>) -> fmt::Result;
     /// The static that keeps the client of this type while it serves (one
     /// per client type: `static ACTIVE: Active<Self> = Active::new();`).
     fn active() -> &'static Active<Self>;
@@ -69,9 +71,9 @@ impl<T> Active<T> {
     }
 }
 
-/// The stats show of the active client's type (see [`peermem_stats_show`]).
+/// The stats show of the active client's type (see [`show_stats`]).
 struct StatsShow {
-    show: unsafe fn(NonNull<seq_file>),
+    show: fn(&mut fmt::Formatter<'_>) -> fmt::Result,
 }
 
 /// The [`StatsShow`] of the active client's type, set while one is active.
@@ -158,16 +160,10 @@ impl<T: PeerMemoryClient> ClientTable<T> {
     }
 
     /// Shows the stats through the active client (debugfs).
-    ///
-    /// # Safety
-    ///
-    /// `seq` must be the seq_file of a show call in progress.
-    unsafe fn stats(seq: NonNull<seq_file>) {
-        if let Some(client) = Self::active() {
-            // SAFETY: the glue's seq_file show passes its `seq`, valid until
-            // the show returns (see the safety section).
-            let mut w = unsafe { crate::glue::SeqWriter::new(seq) };
-            T::show_stats(client, &mut w);
+    fn stats(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match Self::active() {
+            Some(client) => T::show_stats(client, f),
+            None => Ok(()),
         }
     }
 }
@@ -330,19 +326,52 @@ unsafe extern "C" fn release<T: PeerMemoryClient>(client_context: *mut c_void) {
     T::release(unsafe { Arc::from_raw(client_context.cast::<T::Mr>()) });
 }
 
-/// Shows the stats (debugfs).
-///
-/// # Safety
-///
-/// Called by the glue's seq_file show with a valid `m`.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn peermem_stats_show(m: *mut seq_file) {
-    if let Some(m) = NonNull::new(m) {
-        let Some(show) = NonNull::new(STATS_SHOW.load(Ordering::Acquire)) else {
-            return;
-        };
+/// The `stats` file's show: the active client's counters, nothing while
+/// none is active.
+fn show_stats(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match NonNull::new(STATS_SHOW.load(Ordering::Acquire)) {
         // SAFETY: `show` points to a `'static` constant (`STATS_SHOW`
-        // invariant); the glue's show passes the seq_file of its call.
-        unsafe { (show.as_ref().show)(m) };
+        // invariant).
+        Some(show) => (unsafe { show.as_ref() }.show)(f),
+        None => Ok(()),
+    }
+}
+
+/// The debugfs directory `<module name>/` with the `stats` file (0400,
+/// root only), made with the kernel crate's debugfs (`kernel::debugfs`),
+/// which reads it through a seq_file.
+///
+/// As in C, a directory that cannot be made (debugfs absent, the name
+/// taken: the kernel logs that one) leaves the module without the file,
+/// and removes nothing of another's: the crate's handles then hold the
+/// error and remove nothing.
+pub(crate) struct DebugFs {
+    /// Dropped first: removing the file waits for its readers.
+    _stats: Pin<KBox<File<()>>>,
+    _dir: Dir,
+}
+
+/// Proof that the stats file is gone: nobody reads it any more.
+pub(crate) struct StatsRemoved(());
+
+impl DebugFs {
+    /// Makes `<debugfs>/<name>/stats`; fails only when out of memory.
+    pub(crate) fn create(name: &CStr) -> Result<Self> {
+        let dir = Dir::new(name);
+        let stats = KBox::pin_init(
+            dir.read_callback_file(c"stats", (), &show_stats),
+            GFP_KERNEL,
+        )?;
+        Ok(DebugFs {
+            _stats: stats,
+            _dir: dir,
+        })
+    }
+
+    /// Removes the file and the directory (if made); returns once no
+    /// reader of the stats file is left.
+    pub(crate) fn remove(this: Option<Self>) -> StatsRemoved {
+        drop(this);
+        StatsRemoved(())
     }
 }

@@ -5,8 +5,8 @@
 
 use kernel::prelude::*;
 
-use crate::client::ClientTable;
-use crate::glue::{self, DebugFs, DeferQueue};
+use crate::client::{ClientTable, DebugFs};
+use crate::glue::{self, DeferQueue};
 use crate::nvidia::{Missing, NvidiaP2p};
 use crate::peer_core::{competing_module, ClientRegistration, PeerCore, Refused};
 use crate::peer_mr::{Client, Mode};
@@ -146,8 +146,8 @@ impl kernel::Module for PeermemRs {
         };
         let client = Client::new(nvidia, mode, name, registration.invalidator())?;
         ClientTable::activate(client);
-        let debugfs = DebugFs::create()
-            .map_err(|_| pr_warn!("no debugfs: stats are not available\n"))
+        let debugfs = DebugFs::create(glue::module_name())
+            .map_err(|_| pr_warn!("out of memory for debugfs: stats are not available\n"))
             .ok();
         pr_info!(
             "version {} loaded: client '{}', mode {}{} (kernel {}, binding {})\n",

@@ -4,7 +4,6 @@
  * thin wrappers of static-inline kernel helpers and macros for the Rust
  * crate.  No logic lives here.
  */
-#include <linux/debugfs.h>
 #include <linux/dma-mapping.h>
 #include <linux/kernfs.h>
 #include <linux/kobject.h>
@@ -14,8 +13,6 @@
 #include <linux/ratelimit.h>
 #include <linux/sched.h>
 #include <linux/scatterlist.h>
-#include <linux/seq_file.h>
-#include <linux/slab.h>
 #include <linux/workqueue.h>
 
 #include "nv-p2p-abi.h"
@@ -138,6 +135,11 @@ bool peermem_current_exiting(void)
 	return current->flags & PF_EXITING;
 }
 
+const char *peermem_module_name(void)
+{
+	return KBUILD_MODNAME;
+}
+
 const char *peermem_version(void)
 {
 	return PEERMEM_VERSION;
@@ -250,92 +252,36 @@ void peermem_sg_free(struct sg_table *sgt)
 }
 
 /*
- * The module's own work queue: a free callback gives its reference on a
- * pin's tombstone back from here (it may be the last reference on the
- * module), and module exit destroys the queue, which waits for a work
- * function still returning through our code.  Each work item is allocated
- * with the tombstone, when the pin is armed: queueing it from the callback
- * allocates nothing, so it cannot fail.
+ * The module's own work queue, where a free callback's reference on a
+ * pin's tombstone is given back (it may be the last reference on the
+ * module): module exit destroys the queue, which waits for a work
+ * function still returning through our code.  The kernel crate queues
+ * work items (kernel::workqueue, rust/glue.rs) but has no queue a module
+ * can allocate and destroy (only the system queues, which a module cannot
+ * flush at exit): that part stays here.
  */
-static struct workqueue_struct *peermem_wq;
-
-struct peermem_deferred {
-	struct work_struct work;
-	void (*fn)(void *arg);
-	void *arg;
-};
-
-/* The work item is not touched after fn: fn may free it. */
-static void peermem_deferred_run(struct work_struct *work)
+struct workqueue_struct *peermem_wq_alloc(void)
 {
-	struct peermem_deferred *d = container_of(work, struct peermem_deferred, work);
-
-	d->fn(d->arg);
+	return alloc_workqueue("%s", WQ_UNBOUND, 0, KBUILD_MODNAME);
 }
 
-int peermem_defer_init(void)
+void peermem_wq_destroy(struct workqueue_struct *wq)
 {
-	peermem_wq = alloc_workqueue("%s", WQ_UNBOUND, 0, KBUILD_MODNAME);
-	return peermem_wq ? 0 : -ENOMEM;
+	destroy_workqueue(wq);
 }
 
-void peermem_defer_exit(void)
-{
-	destroy_workqueue(peermem_wq);
-	peermem_wq = NULL;
-}
-
-struct peermem_deferred *peermem_deferred_alloc(void)
-{
-	struct peermem_deferred *d = kzalloc(sizeof(*d), GFP_KERNEL);
-
-	if (d)
-		INIT_WORK(&d->work, peermem_deferred_run);
-	return d;
-}
-
-void peermem_deferred_free(struct peermem_deferred *d)
-{
-	kfree(d);
-}
-
-void peermem_deferred_queue(struct peermem_deferred *d, void (*fn)(void *arg), void *arg)
-{
-	d->fn = fn;
-	d->arg = arg;
-	queue_work(peermem_wq, &d->work);
-}
-
-static struct dentry *peermem_debugfs_dir;
-
-static int peermem_stats_seq_show(struct seq_file *m, void *unused)
-{
-	peermem_stats_show(m);
-	return 0;
-}
-DEFINE_SHOW_ATTRIBUTE(peermem_stats_seq);
-
-int peermem_debugfs_create(void)
-{
-	struct dentry *dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
-
-	if (IS_ERR(dir))
-		return PTR_ERR(dir);
-	debugfs_create_file("stats", 0400, dir, NULL, &peermem_stats_seq_fops);
-	peermem_debugfs_dir = dir;
-	return 0;
-}
-
-void peermem_debugfs_remove(void)
-{
-	debugfs_remove_recursive(peermem_debugfs_dir);
-	peermem_debugfs_dir = NULL;
-}
-
-void peermem_seq_write(struct seq_file *m, const char *buf, size_t len)
-{
-	seq_write(m, buf, len);
-}
+/*
+ * One peermem-rs build per kernel: every build (peermem_rs, nvidia_peermem)
+ * exports this symbol, so the module loader refuses the second of two
+ * builds itself -- under module_mutex, when the first is loading or loaded
+ * -- with "<second>: exports duplicate symbol peermem_rs_one_per_kernel
+ * (owned by <first>)" and ENOEXEC, before its init runs.  The check in
+ * init (rust/peer_core.rs, competing_module) cannot do that for two builds
+ * loading at the same moment: each may see the other's module and both
+ * refuse.  Nothing imports the symbol.
+ */
+const int peermem_rs_one_per_kernel = 1;
+EXPORT_SYMBOL_GPL(peermem_rs_one_per_kernel);
 
 u64 peermem_now_ns(void)
 {

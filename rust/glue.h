@@ -15,13 +15,13 @@
 
 struct device;
 struct pci_dev;
-struct seq_file;
 
 /* The registration keeps its SG table by value (rust/sg.rs): the Rust side
  * checks its size of the (opaque) type against this one. */
 enum { PEERMEM_SG_TABLE_SIZE = sizeof(struct sg_table) };
 
-/* Module version and parameters. */
+/* Module name (KBUILD_MODNAME), version and parameters. */
+const char *peermem_module_name(void);
 const char *peermem_version(void);
 const char *peermem_param_client_name(void);
 const char *peermem_param_mode(void);
@@ -69,16 +69,16 @@ bool peermem_current_exiting(void);
  * contract.  WARNs once. */
 void peermem_warn_spurious_callback(void);
 
-/* The module's work queue (created at load, destroyed at unload, which
- * waits for its work), and work items for it, allocated ahead of use:
- * queueing one runs fn(arg) on the queue, once per queueing, and touches
- * the item no more once fn started (fn may free it). */
-struct peermem_deferred;
-int peermem_defer_init(void);
-void peermem_defer_exit(void);
-struct peermem_deferred *peermem_deferred_alloc(void);
-void peermem_deferred_free(struct peermem_deferred *d);
-void peermem_deferred_queue(struct peermem_deferred *d, void (*fn)(void *arg), void *arg);
+/* The module's work queue (allocated at load, destroyed at unload, which
+ * waits for its work): NULL when out of memory.  Work items are the
+ * kernel crate's (kernel::workqueue). */
+struct workqueue_struct;
+struct workqueue_struct *peermem_wq_alloc(void);
+void peermem_wq_destroy(struct workqueue_struct *wq);
+
+/* Exported by every peermem-rs build: the loader refuses a second one
+ * (rust/glue.c). */
+extern const int peermem_rs_one_per_kernel;
 
 /* Whether a log line a user can trigger may be printed now (a rate limit
  * shared by all of them). */
@@ -100,13 +100,6 @@ struct scatterlist *peermem_sg_next(struct scatterlist *sg);
 void peermem_sg_set_dma(struct scatterlist *sg, u64 dma_addr, unsigned int len);
 void peermem_sg_lend(struct sg_table *dst, const struct sg_table *src);
 void peermem_sg_free(struct sg_table *sgt);
-
-/* debugfs: <debugfs>/<module name>/stats (root only), shown by Rust. */
-int peermem_debugfs_create(void);
-void peermem_debugfs_remove(void);
-void peermem_seq_write(struct seq_file *m, const char *buf, size_t len);
-/* Implemented in Rust (rust/client.rs). */
-void peermem_stats_show(struct seq_file *m);
 
 u64 peermem_now_ns(void);
 

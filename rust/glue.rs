@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Safe wrappers of the module's C glue (rust/glue.c): version, module
-//! parameters, this module's reference count, the clock and debugfs.
+//! parameters, this module's reference count, the clock and the work
+//! queue.
 
-use core::ffi::c_void;
-use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::workqueue::{HasWork, Queue, WorkItem};
 
 use crate::bindings::glue;
 
@@ -25,6 +27,13 @@ unsafe fn static_str(ptr: *const kernel::ffi::c_char) -> &'static str {
     // that lives as long as the module.
     let s = unsafe { CStr::from_char_ptr(ptr) };
     s.to_str().unwrap_or("(not UTF-8)")
+}
+
+/// This module's name (`KBUILD_MODNAME`: peermem_rs, nvidia_peermem).
+pub(crate) fn module_name() -> &'static CStr {
+    // SAFETY: peermem_module_name has no preconditions and returns a
+    // string literal (NUL-terminated, never freed).
+    unsafe { CStr::from_char_ptr(glue::peermem_module_name()) }
 }
 
 /// The module version (the repository's VERSION file).
@@ -126,94 +135,72 @@ pub(crate) fn warn_spurious_callback() {
     unsafe { glue::peermem_warn_spurious_callback() }
 }
 
-/// Whether a [`DeferQueue`] exists (there is one work queue).
-static QUEUE_EXISTS: AtomicBool = AtomicBool::new(false);
+/// The module's work queue while a [`DeferQueue`] owns it, else null.
+static QUEUE: AtomicPtr<glue::workqueue_struct> = AtomicPtr::new(ptr::null_mut());
 
-/// The module's own work queue, where [`Deferred`] work runs.
+/// Whether a [`DeferQueue`] exists or is being created (there is one work
+/// queue).
+static QUEUE_CLAIMED: AtomicBool = AtomicBool::new(false);
+
+/// The module's own work queue, where [`defer`]red work runs.
+///
+/// The kernel crate has no queue a module allocates and destroys (only
+/// the system queues, `kernel::workqueue::system*`), so the queue itself
+/// is the glue's; the work items are the crate's.
 ///
 /// # Invariants
 ///
-/// At most one value exists at a time, and while it exists the glue's work
-/// queue exists; dropping it destroys the queue, which first waits for
-/// every queued work.
+/// At most one value exists at a time.  While it exists, `QUEUE` holds the
+/// queue, from `peermem_wq_alloc`; dropping it destroys the queue, which
+/// first waits for every queued work.
 pub(crate) struct DeferQueue(());
 
 impl DeferQueue {
-    /// Creates the queue; `EBUSY` while another `DeferQueue` exists (the
-    /// glue has one queue).
+    /// Creates the queue; `EBUSY` while another `DeferQueue` exists.
     pub(crate) fn create() -> Result<Self> {
-        if QUEUE_EXISTS.swap(true, Ordering::AcqRel) {
+        if QUEUE_CLAIMED.swap(true, Ordering::AcqRel) {
             return Err(EBUSY);
         }
-        // SAFETY: `QUEUE_EXISTS` was false: no queue exists or is in use.
-        let rc = unsafe { glue::peermem_defer_init() };
-        if let Err(e) = kernel::error::to_result(rc) {
-            QUEUE_EXISTS.store(false, Ordering::Release);
-            return Err(e);
+        // SAFETY: alloc_workqueue has no preconditions; NULL or a queue.
+        let wq = unsafe { glue::peermem_wq_alloc() };
+        if wq.is_null() {
+            QUEUE_CLAIMED.store(false, Ordering::Release);
+            return Err(ENOMEM);
         }
         // INVARIANT: the queue was created, and it is the only one.
+        QUEUE.store(wq, Ordering::Release);
         Ok(DeferQueue(()))
     }
 }
 
 impl Drop for DeferQueue {
     fn drop(&mut self) {
-        // SAFETY: the queue exists (type invariant); destroy_workqueue
-        // drains it (waits until every work function returned) first.
-        unsafe { glue::peermem_defer_exit() };
-        QUEUE_EXISTS.store(false, Ordering::Release);
+        let wq = QUEUE.swap(ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: `wq` is the queue (type invariant), destroyed once;
+        // destroy_workqueue drains it (waits until every work function
+        // returned) first.
+        unsafe { glue::peermem_wq_destroy(wq) };
+        QUEUE_CLAIMED.store(false, Ordering::Release);
     }
 }
 
-/// A work item for the module's work queue, allocated ahead of the one use
-/// that must not fail: queueing it allocates nothing.  For a last
+/// Queues `w` on the module's work queue: its [`WorkItem::run`] gets `w`.
+/// Allocates nothing (the work item is embedded in `T`).  For a last
 /// reference on the module: module unload waits for the queue, so no code
-/// of ours runs after it is gone.
+/// of ours runs after it is gone.  `Err(w)` if `w` is queued already.
 ///
-/// # Invariants
+/// # Safety
 ///
-/// `ptr` comes from `peermem_deferred_alloc` and is freed (once) by `drop`.
-pub(crate) struct Deferred {
-    ptr: NonNull<glue::peermem_deferred>,
-}
-
-// SAFETY: a work item may be queued from any thread, and freed from any
-// thread once its work function started (the glue touches it no more).
-unsafe impl Send for Deferred {}
-// SAFETY: `queue_work` tests and sets the item's pending bit atomically.
-unsafe impl Sync for Deferred {}
-
-impl Deferred {
-    /// A new, idle work item.
-    pub(crate) fn new() -> Result<Self> {
-        // SAFETY: no preconditions; returns NULL or an idle work item.
-        let ptr = unsafe { glue::peermem_deferred_alloc() };
-        // INVARIANT: from `peermem_deferred_alloc`.
-        Ok(Deferred {
-            ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
-        })
-    }
-
-    /// Runs `f(arg)` on the module's work queue.
-    ///
-    /// # Safety
-    ///
-    /// A [`DeferQueue`] exists, and lives until `f` returned.  `f(arg)` is
-    /// sound to call once, on any thread.  `self` is not queued again
-    /// before `f` started, and lives until `f` started (`f` may drop it).
-    pub(crate) unsafe fn queue(&self, f: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) {
-        // SAFETY: `ptr` is an allocated work item (type invariant), not
-        // pending (this function's contract); the queue exists (contract).
-        unsafe { glue::peermem_deferred_queue(self.ptr.as_ptr(), Some(f), arg) }
-    }
-}
-
-impl Drop for Deferred {
-    fn drop(&mut self) {
-        // SAFETY: from `peermem_deferred_alloc` (type invariant), freed
-        // once; not pending (`queue`'s contract: `f` started already).
-        unsafe { glue::peermem_deferred_free(self.ptr.as_ptr()) }
-    }
+/// A [`DeferQueue`] exists, and lives until `w`'s work function returned.
+pub(crate) unsafe fn defer<T>(w: Arc<T>) -> core::result::Result<(), Arc<T>>
+where
+    T: WorkItem<Pointer = Arc<T>> + HasWork<T> + Send + Sync + 'static,
+{
+    let wq = QUEUE.load(Ordering::Acquire);
+    // SAFETY: `Queue::from_raw` needs a workqueue valid for the borrow:
+    // `wq` is the live `DeferQueue`'s (this function's contract).
+    let queue = unsafe { Queue::from_raw(wq.cast::<kernel::bindings::workqueue_struct>()) };
+    queue.enqueue(w)
 }
 
 /// A reference on this module: while one exists, `rmmod` is refused.
@@ -239,69 +226,5 @@ impl Drop for ModuleRef {
     fn drop(&mut self) {
         // SAFETY: by the type invariant we own one reference.
         unsafe { glue::peermem_module_put() };
-    }
-}
-
-/// The debugfs directory `<module name>/` with the `stats` file (root only).
-///
-/// # Invariants
-///
-/// While the value lives, the directory exists (created by
-/// `peermem_debugfs_create`).
-pub(crate) struct DebugFs(());
-
-/// Proof that the stats file is gone: nobody reads it any more.
-pub(crate) struct StatsRemoved(());
-
-impl DebugFs {
-    /// Removes the directory (if it was created); returns once no reader of
-    /// the stats file is left.
-    pub(crate) fn remove(this: Option<Self>) -> StatsRemoved {
-        drop(this);
-        StatsRemoved(())
-    }
-
-    /// Creates the directory and the stats file; fails while they exist.
-    pub(crate) fn create() -> Result<Self> {
-        // A second call while the directory exists fails and changes
-        // nothing: debugfs_create_dir returns ERR_PTR(-EEXIST) for a name
-        // taken (fs/debugfs/inode.c `start_creating`), and the glue keeps
-        // the directory only on success.
-        // SAFETY: peermem_debugfs_create has no preconditions (above).
-        kernel::error::to_result(unsafe { glue::peermem_debugfs_create() })?;
-        // INVARIANT: the directory was created by this call.
-        Ok(DebugFs(()))
-    }
-}
-
-impl Drop for DebugFs {
-    fn drop(&mut self) {
-        // SAFETY: by the type invariant the directory exists; removing it
-        // waits for readers of `stats` to finish.
-        unsafe { glue::peermem_debugfs_remove() };
-    }
-}
-
-/// A `core::fmt::Write` sink into a seq_file (the debugfs `stats` read).
-pub(crate) struct SeqWriter {
-    seq: NonNull<crate::bindings::seq_file>,
-}
-
-impl SeqWriter {
-    /// # Safety
-    ///
-    /// `seq` must be the seq_file of a `show` call in progress, and the
-    /// writer must not outlive that call.
-    pub(crate) unsafe fn new(seq: NonNull<crate::bindings::seq_file>) -> Self {
-        SeqWriter { seq }
-    }
-}
-
-impl core::fmt::Write for SeqWriter {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        // SAFETY: by the contract of `new`, `seq` is valid; `s` is valid for
-        // `s.len()` bytes.
-        unsafe { glue::peermem_seq_write(self.seq.as_ptr(), s.as_ptr().cast(), s.len()) };
-        Ok(())
     }
 }

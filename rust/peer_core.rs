@@ -168,7 +168,12 @@ impl Invalidator {
 /// nvidia-peermem, the older nv_peer_mem, and this project under either of
 /// its names (Kbuild `PEERMEM_NAME`).  Any of them loaded before us serves
 /// every GPU range, whatever the client names: the core asks its clients in
-/// registration order.
+/// registration order.  Two builds of this project never get this far
+/// side by side: each exports `peermem_rs_one_per_kernel` (rust/glue.c),
+/// and the module loader refuses the second before its init runs, even
+/// when both load at the same moment -- where this check, run by each in
+/// its own init, could see the other and both refuse.  Their names stay
+/// listed for builds that predate the export.
 const COMPETITORS: [&CStr; 3] = [c"nvidia_peermem", c"nv_peer_mem", c"peermem_rs"];
 
 /// The name of a loaded module, other than `this`, that registers a

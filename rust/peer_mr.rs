@@ -21,7 +21,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, CondVar, Mutex};
 
 use crate::client::{Active, PeerMemoryClient};
-use crate::glue::{self, pr_err_ratelimited, pr_warn_ratelimited, ModuleRef, SeqWriter};
+use crate::glue::{self, pr_err_ratelimited, pr_warn_ratelimited, ModuleRef};
 use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
 use crate::nvidia::{
@@ -531,8 +531,11 @@ impl PeerMemoryClient for Client {
         STATS.released();
     }
 
-    fn show_stats(this: ArcBorrow<'_, Self>, w: &mut SeqWriter) {
-        let _ = STATS.render(w, this.mode.name(), this.name);
+    fn show_stats(
+        this: ArcBorrow<'_, Self>,
+        f: &mut core::fmt::Formatter<'_>,
+    ) -> core::fmt::Result {
+        STATS.render(f, this.mode.name(), this.name)
     }
 
     fn active() -> &'static Active<Self> {

@@ -22,9 +22,10 @@ use core::ptr::NonNull;
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, Mutex};
+use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 use super::FreeCallback;
-use crate::glue::{pr_warn_ratelimited, Deferred, ModuleRef};
+use crate::glue::{pr_warn_ratelimited, ModuleRef};
 use crate::stats::STATS;
 
 /// What a revocable pin's free callback revokes (the per-MR type).
@@ -91,7 +92,7 @@ impl<R> Revoked<R> {
             // pin's page table and the `nv_p2p_mem_info` holding the
             // callback and `data` right after it returns: no later call
             // can find them.  `finish` runs after that call returned
-            // (`finish_deferred`, queued by that call).
+            // (the tombstone's `WorkItem::run`, queued by that call).
             // SAFETY: by the above, no more calls with `ran.data`.
             cb.release(unsafe { Disarmed::new(self.ran.data) });
         }
@@ -114,8 +115,13 @@ impl<R> Revoked<R> {
 pub(crate) struct Tombstone<R> {
     #[pin]
     state: Mutex<TombState<R>>,
-    finish: Deferred,
+    #[pin]
+    finish: Work<Tombstone<R>>,
     _module: ModuleRef,
+}
+
+impl_has_work! {
+    impl{R} HasWork<Self> for Tombstone<R> { self.finish }
 }
 
 struct TombState<R> {
@@ -197,7 +203,6 @@ impl<R: Revocable> CallbackRef<R> {
     /// the callback needs is allocated here, so that it cannot fail.
     pub(crate) fn arm(reg: Arc<R>) -> Result<(Self, Armed)> {
         let module = ModuleRef::get()?;
-        let finish = Deferred::new()?;
         let tomb = Arc::pin_init(
             pin_init!(Tombstone {
                 state <- new_mutex!(
@@ -208,7 +213,7 @@ impl<R: Revocable> CallbackRef<R> {
                     },
                     "peermem_rs::Tombstone::state"
                 ),
-                finish,
+                finish <- new_work!("peermem_rs::Tombstone::finish"),
                 _module: module,
             }),
             GFP_KERNEL,
@@ -326,33 +331,36 @@ unsafe extern "C" fn free_callback<R: Revocable>(data: *mut c_void) {
     // the module's work queue: it may be the last reference on the module,
     // and module unload waits for that queue, so no code of ours runs
     // after it is gone (here, the driver would return into our code).  The
-    // work item was allocated with the tombstone: this cannot fail, and
-    // the release never runs here.
+    // work item is embedded in the tombstone: queueing it allocates
+    // nothing, and the release never runs here.
     tomb.state.lock().finishing = Some(revoked);
-    // The queue exists while any module reference does (it is destroyed
-    // by module exit), and the reference `finishing` carries is dropped
-    // only by `finish_deferred` itself.  The pin's one callback queues
-    // `finish` once, and the tombstone lives until `finish_deferred` gave
-    // that reference back.
-    // SAFETY: as above; `finish_deferred::<R>` takes `data`, a
-    // `Tombstone<R>` holding a revocation in `finishing`.
-    unsafe { tomb.finish.queue(finish_deferred::<R>, data) };
+    // SAFETY: `data` came from `Arc::into_raw` (`CallbackRef::arm`); its
+    // reference, now in `finishing`, is taken back only by the work below.
+    let borrowed = unsafe { ArcBorrow::from_raw(data.cast::<Tombstone<R>>()) };
+    let tomb: Arc<Tombstone<R>> = borrowed.into();
+    // The queue exists while any module reference does (module exit
+    // destroys it, after the last one), and the tombstone holds one until
+    // the work below drops it, so the queue outlives that work.  The pin's
+    // one callback queues `finish` once: `Err` only for a second callback
+    // of the pin (a driver bug).
+    // SAFETY: as above.
+    if unsafe { crate::glue::defer(tomb) }.is_err() {
+        crate::glue::warn_spurious_callback();
+    }
 }
 
 /// The work of a finished free callback: gives its reference back.
-///
-/// # Safety
-///
-/// `data` is a `Tombstone<R>` whose `finishing` holds a revocation with
-/// its reference (queued by `free_callback`), run once.
-unsafe extern "C" fn finish_deferred<R: Revocable>(data: *mut c_void) {
-    // SAFETY: the reference in `finishing` keeps the tombstone alive until
-    // it is given back below (the function's safety section).
-    let tomb = unsafe { &*data.cast::<Tombstone<R>>() };
-    let revoked = tomb.state.lock().finishing.take();
-    // May free the tombstone (with this work item) and drop the last
-    // reference on the module: nothing of either is used after it.
-    if let Some(revoked) = revoked {
-        revoked.finish();
+impl<R: Send + Sync + 'static> WorkItem for Tombstone<R> {
+    type Pointer = Arc<Self>;
+
+    fn run(this: Arc<Self>) {
+        let revoked = this.state.lock().finishing.take();
+        if let Some(revoked) = revoked {
+            revoked.finish();
+        }
+        // `this` may be the last reference: dropping it frees the
+        // tombstone (with this work item) and its module reference, and
+        // nothing of either is used after.
+        drop(this);
     }
 }

@@ -5,7 +5,8 @@
 # refuse_duplicate_names), or, on a core that accepts a second client of a
 # name (DOCA-OFED 25.10), a competitor's module (nvidia_peermem,
 # nv_peer_mem, another peermem-rs) found by peermem_rs itself, in either
-# load order where it can --, bad parameters; the mode it picks (auto:
+# load order where it can --, a second peermem-rs build refused by the
+# module loader (a duplicate export), bad parameters; the mode it picks (auto:
 # persistent when the driver has the persistent API, else invalidate); the
 # client name seen in /sys/kernel/mm/memory_peers; references held on the
 # providers while loaded.
@@ -116,22 +117,43 @@ check "... GPU memory is still served by peermem_rs (registered first)" \
   sim_run 'A=gpu alloc 1M; H=core reg $A 1M; core dma-check $H; core dereg $H'
 check "... (peermem_rs registrations: 1)" test "$(pm_stat registrations)" = 1
 check "rmmod both" bash -c "rmmod nv_peer_mem && rmmod peermem_rs"
-# A second copy of ours (the build named nvidia_peermem), in either order.
-if [ -f "$MODS/nvidia_peermem.ko" ]; then
-  check "nvidia_peermem.ko (peermem-rs under its other name)" insmod "$MODS/nvidia_peermem.ko"
-  log_mark copy1
-  fails_with "peermem_rs beside it: EBUSY" 'busy' insmod "$KO"
-  check "... the log names nvidia_peermem" \
-    grep -q "peermem_rs: the loaded module nvidia_peermem " <(log_since copy1)
+# both_orders KO WHAT ERRNO ERRNO_RE LINE_AFTER LINE_BEFORE -- KO (a module
+# named nvidia_peermem: WHAT) loaded, then peermem_rs refused with ERRNO and
+# the kernel line LINE_AFTER; then peermem_rs first, and KO refused with
+# ERRNO and LINE_BEFORE.
+both_orders() {
+  local ko=$1 what=$2 errno=$3 re=$4 after=$5 before=$6
+  check "nvidia_peermem ($what)" insmod "$ko" || return
+  log_mark order1
+  fails_with "peermem_rs beside it: $errno" "$re" insmod "$KO"
+  check "... the kernel log says: $after" grep -qF "$after" <(log_since order1)
   check "rmmod nvidia_peermem" rmmod nvidia_peermem
   check "peermem_rs first" insmod "$KO"
-  log_mark copy2
-  fails_with "nvidia_peermem.ko after it: EBUSY" 'busy' insmod "$MODS/nvidia_peermem.ko"
-  check "... the log names peermem_rs" \
-    grep -q "nvidia_peermem: the loaded module peermem_rs " <(log_since copy2)
+  log_mark order2
+  fails_with "nvidia_peermem ($what) after it: $errno" "$re" insmod "$ko"
+  check "... the kernel log says: $before" grep -qF "$before" <(log_since order2)
   check "rmmod peermem_rs" rmmod peermem_rs
+}
+# A second copy of ours (the build named nvidia_peermem), in either order:
+# the module loader refuses it before its init runs, because both export
+# peermem_rs_one_per_kernel (rust/glue.c; module-contenders loads both at
+# once).
+if [ -f "$MODS/nvidia_peermem.ko" ]; then
+  both_orders "$MODS/nvidia_peermem.ko" "peermem-rs under its other name" \
+    "refused by the module loader (ENOEXEC)" 'Invalid module format|Exec format error' \
+    "peermem_rs: exports duplicate symbol peermem_rs_one_per_kernel (owned by nvidia_peermem)" \
+    "nvidia_peermem: exports duplicate symbol peermem_rs_one_per_kernel (owned by peermem_rs)"
 else
   bad "no $MODS/nvidia_peermem.ko"
+fi
+# NVIDIA's nvidia_peermem exports no such symbol: its stand-in (ours under
+# that name without the export, tests/bench/build.sh) gets past the loader
+# beside peermem_rs, and the check in init refuses, in either order.
+if [ -f "$MODS/standin/nvidia_peermem.ko" ]; then
+  both_orders "$MODS/standin/nvidia_peermem.ko" "stand-in for NVIDIA's, without the export" \
+    "EBUSY" 'busy' "peermem_rs: the loaded module nvidia_peermem " "nvidia_peermem: the loaded module peermem_rs "
+else
+  bad "no $MODS/standin/nvidia_peermem.ko"
 fi
 # The knob: this core refusing duplicate names as memory_peers cores do,
 # but without the directory.  The NULL then carries no trace of a name
