@@ -21,11 +21,21 @@
 //! thread is left to destroy its RM client between these calls.  A put
 //! from a live process is trusted: only the process itself destroys its RM
 //! client while it lives (README: what no client can close).
+//!
+//! A probe that fails does not prove the memory unreachable: the driver
+//! answers a pin the process cannot reach with `-EINVAL` (RM's
+//! `NV_ERR_OBJECT_NOT_FOUND`, nv-p2p.c `nvidia_p2p_map_status`), but it may
+//! also fail for want of memory or with an RM error (`-ENOMEM`, `-EIO`,
+//! `-EBUSY`).  Taking those for "unreachable" would park a tombstone whose
+//! callback never comes, and with it the module's reference.  So an
+//! `-EINVAL` is asked once more at once, and any other failure is retried
+//! after 10 ms and 100 ms; only then is the tombstone parked, with a line.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
+use kernel::time::{delay::fsleep, Delta};
 
-use crate::glue;
+use crate::glue::{self, pr_warn_ratelimited};
 use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::pin_gate::PinGate;
 
@@ -88,30 +98,57 @@ impl NvidiaP2p {
     }
 
     /// Whether the calling process still reaches `va` through a P2P object:
-    /// pins one GPU page there and puts it again.
+    /// probes it ([`Self::probe_once`]), retrying a failure that does not
+    /// say "unreachable" (module docs).
     fn still_reaches(&self, va: u64, gate: &PinGate) -> bool {
         let Ok(range) = GpuRange::covering(va, GPU_PAGE_SIZE) else {
             return false;
         };
-        let Ok(probe) = Arc::new(Probe, GFP_KERNEL) else {
-            return false;
-        };
-        let Ok((cb, armed)) = CallbackRef::arm(probe) else {
-            return false;
-        };
+        // Sleeps before the second and third try of a failure other than
+        // EINVAL (module docs).
+        const BACKOFF_MS: [i64; 2] = [10, 100];
+        let mut last = EINVAL;
+        for try_no in 0..=BACKOFF_MS.len() {
+            match self.probe_once(&range, gate) {
+                Ok(()) => return true,
+                // Asked twice: RM found no P2P object of this process there.
+                Err(e) if e == EINVAL && last == EINVAL && try_no > 0 => return false,
+                Err(e) => {
+                    last = e;
+                    if e != EINVAL {
+                        if let Some(&ms) = BACKOFF_MS.get(try_no) {
+                            fsleep(Delta::from_millis(ms));
+                        }
+                    }
+                }
+            }
+        }
+        pr_warn_ratelimited!(
+            "peermem_rs: could not tell whether an exiting process's put released its pin at {:#x} (probe failed: {:?}); its callback reference stays armed until the owner frees the memory\n",
+            va,
+            last
+        );
+        false
+    }
+
+    /// One probe: pins the GPU page `range` and puts it again.  `Ok` when
+    /// the pin was made (the process reaches the memory), else the errno.
+    fn probe_once(&self, range: &GpuRange, gate: &PinGate) -> Result {
+        let probe = Arc::new(Probe, GFP_KERNEL)?;
+        let (cb, armed) = CallbackRef::arm(probe)?;
         // The reference waits in the tombstone from the start: a callback
         // during the probe takes it from there.
         let tomb = cb.tombstone();
         cb.park_quietly();
-        let table = match gate.pin(|| self.pin_revocable(&range, armed)) {
+        let table = match gate.pin(|| self.pin_revocable(range, armed)) {
             Ok(table) => table,
-            Err((_, proof)) => {
-                // Not reachable (or gone).  Without a proof (a success
-                // without a table) the reference stays parked.
+            Err((e, proof)) => {
+                // Not made.  Without a proof (a success without a table)
+                // the reference stays parked.
                 if let (Some(proof), Some(cb)) = (proof, tomb.take_parked()) {
                     cb.release(proof);
                 }
-                return false;
+                return Err(e);
             }
         };
         let put = gate.use_table(|_| {
@@ -139,6 +176,6 @@ impl NvidiaP2p {
         }
         // A failed put leaves the probe's reference parked (its pin may be
         // armed): it is given back by the callback.
-        true
+        Ok(())
     }
 }

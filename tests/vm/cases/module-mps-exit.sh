@@ -38,9 +38,12 @@ refcnt_settles() {
 # last; the kernel releases them last to first at exit (task_work runs
 # LIFO), so "core gpu" releases the RM client (gpu) before the verbs file.
 # ARMED: whether the client's pin is still armed after its exit (1) or
-# was released by its put (0).
+# was released by its put (0).  FAULT (an errno name, optional): the next
+# get_pages fails with it -- the confirming one-page probe of the exiting
+# client's put (rust/nvidia/probe.rs), which must not take one failure for
+# "unreachable" and park a tombstone no callback will ever fire.
 mps() {
-  local order=$1 armed=$2 first second
+  local order=$1 armed=$2 fault=${3:-} first second
   read -r first second <<< "$order"
   rm -f $OWNER_GO $CLIENT_GO
   "$SIMCTL" run "A=gpu alloc 2M fragmented:2 --at $VA; echo ALLOCATED; until 1200000 read $OWNER_GO; echo PINS-BEFORE-FREE; gpu get pins; gpu free \$A; echo PINS-AFTER-FREE; gpu get pins" > /tmp/mps.owner.out 2>&1 & local owner=$!
@@ -52,6 +55,10 @@ mps() {
   : > $CLIENT_GO
   if ! wait_line /tmp/mps.client.out '^REGISTERED' $client; then
     bad "$order: the client did not register"; cat /tmp/mps.client.out
+  fi
+  if [ -n "$fault" ]; then
+    order="$order, probe fails once with $fault"
+    check "$order: the next get_pages fails with $fault" "$SIMCTL" gpu fault get_pages 1 "$fault"
   fi
   kill -9 $client; wait $client 2>/dev/null
   sed 's/^/    client: /' /tmp/mps.client.out
@@ -81,6 +88,10 @@ mps() {
 
 mps "core gpu" 1
 mps "gpu core" 0
+# A transient failure (ENOMEM) and a stray EINVAL of the probe are retried
+# (the EINVAL retry path, the same code, on the Debian kernels only: time).
+mps "gpu core" 0 ENOMEM
+[ "$(debug_kernel)" = yes ] || mps "gpu core" 0 EINVAL
 no_leaks
 check "unload (nothing holds the module any more)" pm_down
 finish

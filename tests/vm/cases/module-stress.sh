@@ -7,7 +7,10 @@
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 SEED=${STRESS_SEED:-20261121}
+# 25 rounds; 10 under KASAN, where a round costs five times as much and the
+# stress campaign runs beside it (`make test` time).
 ROUNDS=${STRESS_ROUNDS:-25}
+[ "$(debug_kernel)" = yes ] && ROUNDS=${STRESS_ROUNDS:-10}
 THREADS=8
 SIZES=(64K 256K 1M 2M 4M)
 LAYOUTS=(contiguous fragmented:2 fragmented:4 shuffled)

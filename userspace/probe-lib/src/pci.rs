@@ -178,13 +178,30 @@ impl PciDev {
 
     /// Size of BAR1 (the window through which peers reach GPU memory).
     pub fn bar1_bytes(&self, root: &SysRoot) -> Option<u64> {
-        let res = root.read(&format!("{}/resource", self.sysfs))?;
-        let line = res.lines().nth(1)?;
-        let mut it = line.split_whitespace();
-        let start = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
-        let end = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
-        (end > start).then(|| end - start + 1)
+        bar1_size(&root.read(&format!("{}/resource", self.sysfs))?)
     }
+}
+
+/// `IORESOURCE_MEM_64` (include/linux/ioport.h): a 64-bit memory BAR, which
+/// takes two BAR registers, so sysfs lists an empty line for its upper half.
+const IORESOURCE_MEM_64: u64 = 0x0010_0000;
+
+/// The size of a GPU's BAR1 from its sysfs `resource` file (one line per
+/// BAR register: start, end, flags).  BAR1 follows BAR0, the register
+/// window; when BAR0 is 64 bits wide (Hopper and later, and GPUs passed to
+/// a VM) it takes registers 0 and 1 and BAR1 is listed third, else second.
+/// `None` when unreadable or unassigned (all zero).
+fn bar1_size(resource: &str) -> Option<u64> {
+    let field = |line: &str, i: usize| {
+        let f = line.split_whitespace().nth(i)?;
+        u64::from_str_radix(f.trim_start_matches("0x"), 16).ok()
+    };
+    let mut lines = resource.lines();
+    let bar0 = lines.next()?;
+    let skip = usize::from(field(bar0, 2)? & IORESOURCE_MEM_64 != 0);
+    let line = lines.nth(skip)?;
+    let (start, end) = (field(line, 0)?, field(line, 1)?);
+    (end > start).then(|| end - start + 1)
 }
 
 /// All PCI functions, sorted by address.
@@ -349,6 +366,37 @@ pub fn topology(root: &SysRoot, a: &PciDev, b: &PciDev) -> Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An H200 (driver 580.159.04, in a VM), read on a real host: BAR0 is
+    /// 64-bit, so BAR1 (256 GiB) is the third line, BAR3 (32 MiB) the fifth.
+    #[test]
+    fn bar1_after_a_64_bit_bar0() {
+        let h200 = "0x0000104002000000 0x0000104002ffffff 0x000000000014220c
+0x0000000000000000 0x0000000000000000 0x0000000000000000
+0x0000100000000000 0x0000103fffffffff 0x000000000014220c
+0x0000000000000000 0x0000000000000000 0x0000000000000000
+0x0000104000000000 0x0000104001ffffff 0x000000000014220c
+0x0000000000000000 0x0000000000000000 0x0000000000000000
+0x0000000000000000 0x0000000000000000 0x0000000000000000
+";
+        assert_eq!(bar1_size(h200), Some(256 << 30));
+    }
+
+    /// A GPU with a 32-bit BAR0: BAR1 is the second line; unassigned is None.
+    #[test]
+    fn bar1_after_a_32_bit_bar0() {
+        let a = "0x00000000fa000000 0x00000000faffffff 0x0000000000040200
+0x0000038000000000 0x0000038fffffffff 0x000000000014220c
+0x0000000000000000 0x0000000000000000 0x0000000000000000
+0x0000039000000000 0x0000039001ffffff 0x000000000014220c
+";
+        assert_eq!(bar1_size(a), Some(64 << 30));
+        let unassigned = "0x00000000fa000000 0x00000000faffffff 0x0000000000040200
+0x0000000000000000 0x0000000000000000 0x0000000000000000
+";
+        assert_eq!(bar1_size(unassigned), None);
+        assert_eq!(bar1_size(""), None);
+    }
 
     fn cfg(port_type: u16, acs_control: Option<u16>, len: usize) -> Vec<u8> {
         let mut c = vec![0u8; len];
