@@ -25,7 +25,7 @@ widened=no
 if insmod "$MODS/sim_widen.ko" delay_ms=100; then widened=yes
 else echo "info - sim_widen.ko did not load (no kprobes?): the natural window only"; fi
 
-ROUNDS=${CONTENDER_ROUNDS:-20}
+ROUNDS=${CONTENDER_ROUNDS:-12}
 one=0 none=0 both=0 won_rs=0 won_nv=0
 log_mark contend
 # Both insmods wait at one barrier (a FIFO: its writer's close wakes every
