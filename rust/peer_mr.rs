@@ -378,12 +378,14 @@ impl PeerMr {
         }
     }
 
-    /// Releases the DMA mapping (unless the driver revoked it) and our SG
-    /// table.
+    /// Frees our SG table and releases the DMA mapping: a persistent pin's
+    /// through the driver; a revocable pin's is left to its put (or its free
+    /// callback), which releases it with the pin (rust/logic/state.rs).
     fn unmap(&self) {
         let mut inner = self.inner.lock();
         let sg = inner.sg.take();
-        let call = match inner.state.unmap_begin() {
+        let revocable = self.client.mode == Mode::Invalidate;
+        let call = match inner.state.unmap_begin(revocable) {
             Ok(Action::CallDriver) => inner.pins.take_unmap(),
             Ok(_) => None,
             Err(_) => {

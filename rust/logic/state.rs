@@ -11,22 +11,33 @@
 //! ```text
 //!  acquire pins ──► Pinned ──get_pages──► Lent ──dma_map──► Mapping ──ok──► Mapped
 //!                     │                    ▲  ▲               │ failed        │
-//!                     │                    │  └───────────────┘               │ dma_unmap (or
-//!                     │                    └──────────── Unmapping ◄──────────┘ release of a
-//!                     │ release without get_pages                 │              mapped pin)
-//!                     ▼                                           ▼
-//!                 Unpinning ◄──────────── put_pages (from Lent) ──┘
+//!                     │                    │  └───────────────┘               │ dma_unmap
+//!                     │                    └──────────── Unmapping ◄──────────┤ (persistent)
+//!                     │ release without get_pages                 │           │
+//!                     │                                           │           │ dma_unmap
+//!                     │                           Fenced ◄────────┼───────────┘ (revocable)
+//!                     ▼                             │             ▼
+//!                 Unpinning ◄──── put_pages ────────┴── put_pages (from Lent)
 //!                     │                         │ called from another process
 //!                     ▼                         ▼ (its put would find no pin)
 //!                 Unpinned                  Orphaned  (pin and callback stay armed)
+//!
+//!  A revocable pin is never DMA-unmapped through the driver: the core's
+//!  `dma_unmap` only records that the HCA is fenced (`Fenced`), and the put
+//!  releases the pin with its mappings (the driver frees every mapping of a
+//!  page table with it).  Its table may have been freed already by another
+//!  user of the API in the same process (a late put of a table whose address
+//!  the driver gave to this pin): an unmap would read freed memory, a put
+//!  finds no pin and returns 0.  A persistent pin is unmapped, then put.
 //!
 //!  free callback (cudaFree, invalidate mode), from any state holding the pin:
 //!    Mapped                      ──► Invalidating ──(core fenced the DMA)──► Revoked
 //!    Unmapping                   ──► (the callback waits until the unmap returned:
 //!                                     the unmap takes no driver lock) ──► Revoked
 //!    Pinned, Lent, Mapping,
-//!    Unpinning, Orphaned         ──► Revoked   (no DMA can be active: no key yet,
-//!                                               or the core already destroyed it)
+//!    Fenced, Unpinning, Orphaned ──► Revoked   (no DMA can be active: no key yet,
+//!                                               or the core already fenced or
+//!                                               destroyed it)
 //!  The callback never waits for a pin, unpin or map call in flight (they
 //!  need the driver's lock, which the driver holds around the callback).
 //!  In Invalidating and Revoked the driver owns (and frees) the page table and
@@ -46,6 +57,10 @@ pub enum State {
     Mapped,
     /// `dma_unmap` is in the driver.
     Unmapping,
+    /// A revocable pin the core unmapped: the HCA is fenced, and the DMA
+    /// mapping is left to the put (or the free callback), which releases it
+    /// with the pin.
+    Fenced,
     /// The pin is being released in the driver.
     Unpinning,
     /// We released the pin: nothing is held.
@@ -96,6 +111,7 @@ impl State {
                 | State::Mapping
                 | State::Mapped
                 | State::Unmapping
+                | State::Fenced
                 | State::Unpinning
                 | State::Orphaned
         )
@@ -145,15 +161,20 @@ impl State {
 
     /// `dma_unmap` (or the undo of a `dma_map` that failed after mapping):
     /// `CallDriver` to unmap, `Nothing` when the driver already owns the
-    /// mapping (revoked) or nothing was mapped.
-    pub fn unmap_begin(&mut self) -> Result<Action, Refusal> {
+    /// mapping (revoked), nothing was mapped, or the pin is `revocable`:
+    /// its mapping goes with the pin at the put (`Fenced`).
+    pub fn unmap_begin(&mut self, revocable: bool) -> Result<Action, Refusal> {
         match *self {
+            State::Mapped if revocable => {
+                *self = State::Fenced;
+                Ok(Action::Nothing)
+            }
             State::Mapped => {
                 *self = State::Unmapping;
                 Ok(Action::CallDriver)
             }
             s if s.revoked() => Ok(Action::Nothing),
-            State::Lent => Ok(Action::Nothing),
+            State::Lent | State::Fenced => Ok(Action::Nothing),
             _ => Err(Refusal::OutOfOrder),
         }
     }
@@ -169,18 +190,20 @@ impl State {
     /// `put_pages`, or `release` of a pin the core never took or never gave
     /// back: what to do with the pin.  `foreign`: the caller is not the
     /// process that pinned, so the driver's put would find nothing (only
-    /// ever true for revocable pins).
-    pub fn unpin_begin(&mut self, foreign: bool) -> Action {
+    /// ever true for revocable pins).  A `revocable` pin still mapped (the
+    /// core skipped `dma_unmap`) is put with its mapping; a persistent one
+    /// is unmapped first.
+    pub fn unpin_begin(&mut self, foreign: bool, revocable: bool) -> Action {
         match *self {
-            State::Pinned | State::Lent if foreign => {
+            State::Mapped if !revocable => Action::UnmapFirst,
+            State::Pinned | State::Lent | State::Fenced | State::Mapped if foreign => {
                 *self = State::Orphaned;
                 Action::Nothing
             }
-            State::Pinned | State::Lent => {
+            State::Pinned | State::Lent | State::Fenced | State::Mapped => {
                 *self = State::Unpinning;
                 Action::CallDriver
             }
-            State::Mapped => Action::UnmapFirst,
             _ => Action::Nothing,
         }
     }
@@ -264,6 +287,10 @@ impl State {
 mod tests {
     use super::*;
 
+    /// The `revocable` argument of `unmap_begin` and `unpin_begin`.
+    const PERSISTENT: bool = false;
+    const REVOCABLE: bool = true;
+
     fn mapped() -> State {
         let mut s = State::Pinned;
         s.get_pages().unwrap();
@@ -276,21 +303,21 @@ mod tests {
     #[test]
     fn normal_life() {
         let mut s = mapped();
-        assert_eq!(s.unmap_begin(), Ok(Action::CallDriver));
+        assert_eq!(s.unmap_begin(PERSISTENT), Ok(Action::CallDriver));
         s.unmap_end();
         assert_eq!(s, State::Lent);
-        assert_eq!(s.unpin_begin(false), Action::CallDriver);
+        assert_eq!(s.unpin_begin(false, PERSISTENT), Action::CallDriver);
         assert!(s.unpin_end());
         assert_eq!(s, State::Unpinned);
         // release after put_pages: nothing left.
-        assert_eq!(s.unpin_begin(false), Action::Nothing);
+        assert_eq!(s.unpin_begin(false, PERSISTENT), Action::Nothing);
         assert!(!s.holds_pin());
     }
 
     #[test]
     fn abandoned_pin_is_unpinned_by_release() {
         let mut s = State::Pinned;
-        assert_eq!(s.unpin_begin(false), Action::CallDriver);
+        assert_eq!(s.unpin_begin(false, PERSISTENT), Action::CallDriver);
         assert!(s.unpin_end());
     }
 
@@ -301,7 +328,7 @@ mod tests {
         s.map_begin().unwrap();
         assert_eq!(s.map_end(false), Ok(false));
         assert_eq!(s, State::Lent);
-        assert_eq!(s.unmap_begin(), Ok(Action::Nothing));
+        assert_eq!(s.unmap_begin(PERSISTENT), Ok(Action::Nothing));
     }
 
     #[test]
@@ -310,8 +337,8 @@ mod tests {
         assert_eq!(s.free_callback(), Ok(Action::Fence));
         // The core re-enters dma_unmap/put_pages from invalidate (no
         // INVALIDATE_UNMAPS) or a dereg runs concurrently: no driver calls.
-        assert_eq!(s.unmap_begin(), Ok(Action::Nothing));
-        assert_eq!(s.unpin_begin(false), Action::Nothing);
+        assert_eq!(s.unmap_begin(PERSISTENT), Ok(Action::Nothing));
+        assert_eq!(s.unpin_begin(false, PERSISTENT), Action::Nothing);
         s.fence_done();
         assert_eq!(s, State::Revoked);
         assert!(!s.unpin_end());
@@ -347,9 +374,9 @@ mod tests {
     #[test]
     fn free_during_unpin_leaves_the_reference_to_the_callback() {
         let mut s = mapped();
-        s.unmap_begin().unwrap();
+        s.unmap_begin(PERSISTENT).unwrap();
         s.unmap_end();
-        assert_eq!(s.unpin_begin(false), Action::CallDriver);
+        assert_eq!(s.unpin_begin(false, PERSISTENT), Action::CallDriver);
         assert_eq!(s.free_callback(), Ok(Action::Nothing));
         assert!(!s.unpin_end());
         assert_eq!(s, State::Revoked);
@@ -365,24 +392,24 @@ mod tests {
         assert_eq!(s.get_pages(), Err(Refusal::OutOfOrder));
         assert_eq!(s.map_begin(), Err(Refusal::OutOfOrder));
         let mut s = State::Pinned;
-        assert_eq!(s.unmap_begin(), Err(Refusal::OutOfOrder));
+        assert_eq!(s.unmap_begin(PERSISTENT), Err(Refusal::OutOfOrder));
     }
 
     #[test]
     fn core_skipping_dma_unmap_still_unmaps() {
         let mut s = mapped();
-        assert_eq!(s.unpin_begin(false), Action::UnmapFirst);
+        assert_eq!(s.unpin_begin(false, PERSISTENT), Action::UnmapFirst);
         assert_eq!(s, State::Mapped);
-        assert_eq!(s.unmap_begin(), Ok(Action::CallDriver));
+        assert_eq!(s.unmap_begin(PERSISTENT), Ok(Action::CallDriver));
         s.unmap_end();
-        assert_eq!(s.unpin_begin(false), Action::CallDriver);
+        assert_eq!(s.unpin_begin(false, PERSISTENT), Action::CallDriver);
         assert!(s.unpin_end());
     }
 
     #[test]
     fn free_during_unmap_waits_for_it() {
         let mut s = mapped();
-        assert_eq!(s.unmap_begin(), Ok(Action::CallDriver));
+        assert_eq!(s.unmap_begin(PERSISTENT), Ok(Action::CallDriver));
         // The unmap is in the driver: the callback must wait, not return.
         assert_eq!(s.free_callback(), Ok(Action::Wait));
         assert_eq!(s, State::Unmapping);
@@ -401,15 +428,15 @@ mod tests {
                 State::Pinned
             };
             if mapped_first {
-                s.unmap_begin().unwrap();
-                s.unmap_end();
+                assert_eq!(s.unmap_begin(REVOCABLE), Ok(Action::Nothing));
+                assert_eq!(s, State::Fenced);
             }
-            assert_eq!(s.unpin_begin(true), Action::Nothing);
+            assert_eq!(s.unpin_begin(true, REVOCABLE), Action::Nothing);
             assert_eq!(s, State::Orphaned);
             assert!(s.holds_pin());
             // release after the foreign put: still nothing to do.
-            assert_eq!(s.unpin_begin(true), Action::Nothing);
-            assert_eq!(s.unpin_begin(false), Action::Nothing);
+            assert_eq!(s.unpin_begin(true, REVOCABLE), Action::Nothing);
+            assert_eq!(s.unpin_begin(false, REVOCABLE), Action::Nothing);
             // The owner's cudaFree: revoked, no fence (the MR is gone).
             assert_eq!(s.free_callback(), Ok(Action::Nothing));
             assert_eq!(s, State::Revoked);
@@ -448,8 +475,8 @@ mod tests {
         s.unpin_failed(true);
         assert!(!s.unpin_end());
         assert!(!s.unusable());
-        assert_eq!(s.unpin_begin(false), Action::Nothing);
-        assert_eq!(s.unmap_begin(), Ok(Action::Nothing));
+        assert_eq!(s.unpin_begin(false, PERSISTENT), Action::Nothing);
+        assert_eq!(s.unmap_begin(PERSISTENT), Ok(Action::Nothing));
         assert_eq!(s, State::Revoked);
     }
 
@@ -461,7 +488,80 @@ mod tests {
         s.map_begin().unwrap();
         assert_eq!(s.free_callback(), Ok(Action::Nothing));
         let mut s = State::Lent;
-        assert_eq!(s.unpin_begin(false), Action::CallDriver);
+        assert_eq!(s.unpin_begin(false, PERSISTENT), Action::CallDriver);
         assert_eq!(s.free_callback(), Ok(Action::Nothing));
+    }
+
+    #[test]
+    fn revocable_unmap_only_fences_and_the_put_takes_the_mapping() {
+        let mut s = mapped();
+        // The core's dma_unmap: no driver call, the mapping stays for the put.
+        assert_eq!(s.unmap_begin(REVOCABLE), Ok(Action::Nothing));
+        assert_eq!(s, State::Fenced);
+        assert!(s.holds_pin());
+        // A second dma_unmap changes nothing; no remap of a fenced pin.
+        assert_eq!(s.unmap_begin(REVOCABLE), Ok(Action::Nothing));
+        assert_eq!(s.map_begin(), Err(Refusal::OutOfOrder));
+        assert_eq!(s.get_pages(), Err(Refusal::OutOfOrder));
+        s.unmap_end();
+        assert_eq!(s, State::Fenced);
+        assert_eq!(s.unpin_begin(false, REVOCABLE), Action::CallDriver);
+        assert_eq!(s, State::Unpinning);
+        assert!(s.unpin_end());
+        assert_eq!(s, State::Unpinned);
+    }
+
+    #[test]
+    fn free_in_the_fenced_window_revokes_without_fence_or_wait() {
+        let mut s = mapped();
+        s.unmap_begin(REVOCABLE).unwrap();
+        // The core fenced the HCA: nothing to fence, no unmap to wait for.
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
+        assert_eq!(s, State::Revoked);
+        // The core's put and release that follow call nothing.
+        assert_eq!(s.unpin_begin(false, REVOCABLE), Action::Nothing);
+        assert!(!s.unpin_end());
+    }
+
+    #[test]
+    fn free_during_the_put_of_a_fenced_pin_leaves_the_reference_to_the_callback() {
+        let mut s = mapped();
+        s.unmap_begin(REVOCABLE).unwrap();
+        assert_eq!(s.unpin_begin(false, REVOCABLE), Action::CallDriver);
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
+        assert!(!s.unpin_end());
+        assert_eq!(s, State::Revoked);
+    }
+
+    #[test]
+    fn failed_put_of_a_fenced_pin_keeps_it_armed_for_the_callback() {
+        let mut s = mapped();
+        s.unmap_begin(REVOCABLE).unwrap();
+        assert_eq!(s.unpin_begin(false, REVOCABLE), Action::CallDriver);
+        s.unpin_failed(true);
+        assert_eq!(s, State::Orphaned);
+        assert_eq!(s.unpin_begin(false, REVOCABLE), Action::Nothing);
+        assert_eq!(s.unmap_begin(REVOCABLE), Err(Refusal::OutOfOrder));
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
+        assert_eq!(s, State::Revoked);
+    }
+
+    #[test]
+    fn revocable_pin_released_while_mapped_is_put_with_its_mapping() {
+        // The core skipped dma_unmap: no unmap first for a revocable pin.
+        let mut s = mapped();
+        assert_eq!(s.unpin_begin(false, REVOCABLE), Action::CallDriver);
+        assert_eq!(s, State::Unpinning);
+        assert!(s.unpin_end());
+        // From another process: kept armed, mapping and all.
+        let mut s = mapped();
+        assert_eq!(s.unpin_begin(true, REVOCABLE), Action::Nothing);
+        assert_eq!(s, State::Orphaned);
+        assert_eq!(s.free_callback(), Ok(Action::Nothing));
+        // A fenced pin put from another process: the same.
+        let mut s = mapped();
+        s.unmap_begin(REVOCABLE).unwrap();
+        assert_eq!(s.unpin_begin(true, REVOCABLE), Action::Nothing);
+        assert_eq!(s, State::Orphaned);
     }
 }

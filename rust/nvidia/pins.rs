@@ -65,8 +65,13 @@ pub(crate) enum Adopt {
 /// callback can only complete through [`Pins::revoke`] (its trampoline
 /// needs the [`Revoked`] that only `revoke` makes), which refuses while an
 /// unmap is in flight and forgets the objects: so whatever is kept here is
-/// valid (the driver frees it only after that callback returned).  After
-/// `revoke`, nothing is kept any more.  `entries` is the checked number of
+/// valid (the driver frees it only after that callback returned, or at the
+/// put of the pin, which [`Pins::take_table`] takes out with every mapping
+/// kept).  After `revoke`, nothing is kept any more.  The one exception no
+/// client can close: another user of the API in the same process whose late
+/// put releases this pin (README, "What no client can close"); so a kept
+/// mapping is read only in `dma_map`, right after the driver made it, and a
+/// revocable pin's mapping is never passed to the driver again.  `entries` is the checked number of
 /// pages of `table`.
 pub(crate) struct Pins {
     table: Option<PageTable>,
@@ -204,8 +209,15 @@ impl Pins {
         }
     }
 
-    /// Takes the pin out to release it.
+    /// Takes the pin out to release it.  A mapping still kept (a revocable
+    /// pin's: never unmapped through the driver) goes with it: the put
+    /// frees every mapping of the table with it (nv-p2p.c
+    /// `nv_p2p_put_pages` -> `nv_p2p_free_page_table`), and a put that
+    /// finds no pin leaves them to the driver's own teardown.
     pub(crate) fn take_table(&mut self) -> Option<PageTable> {
+        if let Some(m) = self.mapping.take() {
+            m.forget();
+        }
         self.table.take()
     }
 

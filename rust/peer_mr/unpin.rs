@@ -25,7 +25,8 @@ impl PeerMr {
             let mut inner = self.inner.lock();
             let foreign = inner.pins.foreign();
             let was = inner.state;
-            match inner.state.unpin_begin(foreign) {
+            let revocable = self.client.mode == Mode::Invalidate;
+            match inner.state.unpin_begin(foreign, revocable) {
                 Action::UnmapFirst => {
                     // The core skipped dma_unmap (it releases a mapped pin).
                     drop(inner);

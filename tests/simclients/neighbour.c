@@ -16,7 +16,7 @@
  *   put          nvidia_p2p_put_pages of that pin, unless its callback ran
  *                before the put began (-ESTALE then)
  * A write returns the driver's errno, or the whole length.  Used by
- * tests/vm/cases/hazard-neighbour-put.sh.
+ * tests/vm/cases/module-neighbour.sh.
  */
 #include <linux/fs.h>
 #include <linux/miscdevice.h>

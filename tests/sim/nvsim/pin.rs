@@ -301,12 +301,18 @@ impl StateGuard<'_> {
                     .iter()
                     .filter(|(_, m)| m.pin == p && m.owners())
                     .count();
-                if live_maps > 0 {
-                    let in_unmap = self
-                        .maps
-                        .iter()
-                        .filter(|(_, m)| m.pin == p && m.unmapping)
-                        .count();
+                let in_unmap = self
+                    .maps
+                    .iter()
+                    .filter(|(_, m)| m.pin == p && m.unmapping)
+                    .count();
+                // A revocable pin's put frees its mappings with the table
+                // (nv-p2p.c `nv_p2p_put_pages` -> `nv_p2p_free_page_table`),
+                // as its callback does: a put before the unmap is no
+                // violation there, unless an unmap of one of them is still
+                // in flight (the put frees what it uses).  A persistent
+                // pin keeps the teardown order (unmap, then put).
+                if live_maps > 0 && (persistent || in_unmap > 0) {
                     let called = self.pins.get(p).is_some_and(|pin| pin.called);
                     violation::report(
                         Kind::PutBeforeUnmap,

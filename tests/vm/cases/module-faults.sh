@@ -19,17 +19,19 @@ check "non-PCI DMA device: refused with EOPNOTSUPP" \
   bash -c 'echo 1 > /sys/module/peer_core_sim/parameters/hca_nonpci && '"$SIMCTL"' run "A=gpu alloc 1M; !EOPNOTSUPP core reg \$A 1M"; r=$?; echo 0 > /sys/module/peer_core_sim/parameters/hca_nonpci; exit $r'
 check "... counted" test "$(pm_stat errors.not_pci)" = 1
 # The driver's put and unmap can fail too (issue 16, item 7).  A failed
-# revocable put leaves the pin armed: it is kept, orphaned, until the
-# owner's cudaFree; a failed unmap leaves the mapping to the put.
+# revocable put leaves the pin armed (its mapping with it: a revocable pin
+# is never unmapped through the driver, its put or callback frees the
+# mapping): it is kept, orphaned, until the owner's cudaFree.
 check "put_pages fails with ENOMEM: the pin is kept until cudaFree" \
   sim_run 'A=gpu alloc 1M; H=core reg $A 1M; gpu fault put 1 ENOMEM; core dereg $H; gpu get pins; gpu free $A; gpu get pins'
 check "... pinned after the failed put, released by the cudaFree" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 1,0
 check "... counted (errors.unpin)" test "$(pm_stat errors.unpin)" = 1
 check "... no orphaned pin left" test "$(pm_stat orphaned_pins)" = 0
-check "dma_unmap_pages fails with EIO: the put releases the mapping" \
-  sim_run 'A=gpu alloc 1M; H=core reg $A 1M; gpu fault unmap 1 EIO; core dereg $H; gpu get mappings; gpu get pins'
-check "... nothing mapped or pinned" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 0,0
-check "... counted (errors.dma_unmap)" test "$(pm_stat errors.dma_unmap)" = 1
+check "... and its mapping released with it (nothing mapped)" test "$(gpu_get mappings)" = 0
+check "a deregistration calls no dma_unmap_pages (an unmap fault stays armed)" \
+  sim_run 'A=gpu alloc 1M; H=core reg $A 1M; gpu fault unmap 1 EIO; core dereg $H; gpu get mappings; gpu get pins; gpu get calls.dma_unmap_pages; gpu fault unmap 0 EIO'
+check "... nothing mapped or pinned, no unmap call" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 0,0,0
+check "... no unmap error" test "$(pm_stat errors.dma_unmap)" = 0
 no_leaks
 check "unload" pm_down
 
@@ -43,6 +45,12 @@ check "put_pages_persistent fails once: tried again, released" \
   sim_run 'A=gpu alloc 1M; H=core reg $A 1M; gpu fault put_persistent 1 ENOMEM; core dereg $H; gpu get persistent_pins'
 has '^0$' || bad "... the persistent pin is still held"
 check "... the failure counted (errors.unpin)" test "$(pm_stat errors.unpin)" = 1
+# A persistent pin is unmapped before its put: a failed unmap leaves the
+# mapping to the put, which frees it with the table (nv_p2p_free_page_table).
+check "dma_unmap_pages fails with EIO (persistent): the put releases the mapping" \
+  sim_run 'A=gpu alloc 1M; H=core reg $A 1M; gpu fault unmap 1 EIO; core dereg $H; gpu get mappings; gpu get persistent_pins'
+check "... nothing mapped or pinned" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 0,0
+check "... counted (errors.dma_unmap)" test "$(pm_stat errors.dma_unmap)" = 1
 no_leaks
 # Failing every try: the pin is lost to the driver (its memory stays pinned
 # until the driver unloads); the module says so and does not stay loaded

@@ -1,21 +1,55 @@
 #!/bin/bash
-# module-neighbour (issue 24, item 2): with mode=persistent a same-process
-# neighbour of the P2P API (sim_neighbour.ko) cannot release our pins: the
-# driver looks up a late put_pages among revocable pins only (RM keeps
-# persistent pins outside the process's third-party P2P objects), so the
-# race of hazard-neighbour-put -- its put while a cudaFree of its memory
-# runs, our pin at the freed table's address -- finds no pin of ours, and
-# our registration stays pinned and mapped until we deregister it.
+# module-neighbour (issue 24, item 2): a same-process neighbour of the P2P
+# API (sim_neighbour.ko; gdrdrv or nvidia-fs on a real host) puts its pin
+# while a cudaFree of its memory runs.  The driver frees that pin's table
+# after its callback, our next registration gets the address (kmalloc's
+# LIFO, reuse_freed=1), and the neighbour's put then finds our pin by it and
+# releases it, mappings and all (nv-p2p.c finds revocable pins by table
+# address; nv_p2p_free_page_table frees every mapping).  Our pin/put gate
+# covers our own puts, not a neighbour's.
+#
+# mode=invalidate: peermem_rs never DMA-unmaps a revocable pin through the
+# driver (the put releases pin and mappings together), so at deregistration
+# it touches nothing the neighbour's put freed: its put finds no pin and
+# returns 0.  Before that fix the deregistration's dma_unmap_pages read the
+# freed mapping (KASAN: slab-use-after-free in driver_reads_mapping, with
+# driver_reads=1, set here on every kernel).
+# mode=persistent: the driver looks a late put_pages up among revocable
+# pins only (RM keeps persistent pins outside the process's third-party
+# P2P objects), so the race finds no pin of ours at all.
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 
+check "providers + $PM_MODULE mode=invalidate" pm_up mode=invalidate || finish
+check "the same-process neighbour (sim_neighbour.ko)" insmod "$MODS/sim_neighbour.ko"
+param nvidia_p2p_sim driver_reads 1
+check "the freed table's address goes to the next pin (reuse_freed)" test "$(param nvidia_p2p_sim reuse_freed)" = Y
+# The simulators WARN at the neighbour's put and at the DMA check below.
+sim_expect_warn
+check "the neighbour's late put, then our registration's DMA check and deregistration" neighbour_race
+check "... released our pin (put_released_other_pin=${NB_OTHER:-?})" test "${NB_OTHER:-0}" -ge 1
+check "... our deregistration made no dma_unmap_pages call" \
+  test "$(gpu_get calls.dma_unmap_pages)" = 0
+# The neighbour's put is reported against it (the harm, once), and so is what
+# it did to our registration: mapped for the HCA while its pin is gone
+# (dma_after_free at the DMA check; no client can close that: README).
+# Nothing of ours.
+check "no contract violation but the neighbour's put and its harm" sim_check put_released_other_pin=1 dma_after_free=1
+check "no pins or DMA mappings left" \
+  test "$(gpu_get pins),$(gpu_get persistent_pins),$(gpu_get mappings)" = 0,0,0
+check "stats: nothing live, pinned, orphaned or parked" \
+  test "$(pm_stat live_registrations),$(pm_stat pinned_bytes),$(pm_stat orphaned_pins),$(pm_stat tombstones),$(pm_stat sg_tables)" = 0,0,0,0,0
+check "stats: no unpin or unmap error" \
+  test "$(pm_stat errors.unpin),$(pm_stat errors.dma_unmap)" = 0,0
+check "sim_neighbour unloads" rmmod sim_neighbour
+check "unload" pm_down
+
 check "providers + $PM_MODULE mode=persistent" pm_up mode=persistent || finish
 check "the same-process neighbour (sim_neighbour.ko)" insmod "$MODS/sim_neighbour.ko"
-check "the freed table's address goes to the next pin (reuse_freed)" test "$(param nvidia_p2p_sim reuse_freed)" = Y
+param nvidia_p2p_sim driver_reads 1
 # The simulated driver reports the neighbour's put of our persistent
 # table's address as a put of the wrong variant (bad_args, a WARN) and
 # releases nothing; the real one finds no revocable pin there and answers 0.
-sim_expect_warn
 check "the neighbour's late put, then our registration's DMA check and deregistration" neighbour_race
 check "... released no pin of ours (put_released_other_pin=${NB_OTHER:-?})" test "${NB_OTHER:-x}" = 0
 check "... our registration was DMA-checked" grep -qE '^dma_check handle=[0-9]+ ok' /tmp/nb.out
