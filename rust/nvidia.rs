@@ -26,7 +26,7 @@ mod table;
 
 pub(crate) use api::{is_enotsupp, Missing, NvidiaP2p, Unpin, Unpinned};
 pub(crate) use callback::{
-    Armed, CallbackRan, CallbackRef, Disarmed, Revocable, Revoked, Tombstone,
+    Armed, CallbackRan, CallbackRef, Disarmed, Revocable, Revocation, Tombstone,
 };
 pub(crate) use mapping::PciDev;
 use mapping::{DmaMapping, MapArgs, UnmapArgs, Unmapped};

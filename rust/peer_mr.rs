@@ -25,7 +25,7 @@ use crate::glue::{self, pr_err_ratelimited, pr_warn_ratelimited, ModuleRef};
 use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
 use crate::nvidia::{
-    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Pins, Revocable, Revoked,
+    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Pins, Revocable, Revocation,
     Tombstone, UnmapReturned, UnmapSink,
 };
 use crate::peer_core::Invalidator;
@@ -238,7 +238,7 @@ impl PeerMr {
                 STATS.claimed();
                 Ok(Some(reg))
             }
-            Err(Adopt::Revoked(table)) => {
+            Err(Adopt::Freed(table)) => {
                 // cudaFree raced with the pin: the driver owns the table,
                 // and the callback took its reference.
                 table.forget();
@@ -284,7 +284,7 @@ impl PeerMr {
                 inner.core_context = Some(core_context);
                 Ok(())
             }
-            Err(Refusal::Revoked) => Err(Self::fail(ErrorKind::Revoked, EFAULT)),
+            Err(Refusal::Freed) => Err(Self::fail(ErrorKind::Revoked, EFAULT)),
             Err(Refusal::OutOfOrder) => Err(Self::fail(ErrorKind::OutOfOrder, EINVAL)),
         }
     }
@@ -298,7 +298,7 @@ impl PeerMr {
             let mut inner = self.inner.lock();
             match inner.state.map_begin() {
                 Ok(()) => {}
-                Err(Refusal::Revoked) => return Err(Self::fail(ErrorKind::Revoked, EFAULT)),
+                Err(Refusal::Freed) => return Err(Self::fail(ErrorKind::Revoked, EFAULT)),
                 Err(Refusal::OutOfOrder) => return Err(Self::fail(ErrorKind::OutOfOrder, EINVAL)),
             }
             match inner.pins.map_args() {
@@ -334,7 +334,7 @@ impl PeerMr {
             // cudaFree came during the call: the memory is gone (EFAULT, as
             // for every step after a free), whatever the driver answered;
             // what it mapped, if anything, is the driver's to free.
-            (Err(Refusal::Revoked), mapped) => {
+            (Err(Refusal::Freed), mapped) => {
                 if let Ok(m) = mapped {
                     m.forget();
                 }
@@ -411,7 +411,7 @@ impl PeerMr {
 
     /// The driver's free callback: wait for an unmap in flight, fence DMA if
     /// the HCA may be using the memory, give the page table and mapping up.
-    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<PeerMr>) -> Revoked<PeerMr> {
+    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<PeerMr>) -> Revocation<PeerMr> {
         let mut inner = self.inner.lock();
         // A put answered 0 that could not be confirmed parked the
         // reference in the tombstone just before this callback read the
@@ -492,7 +492,7 @@ impl UnmapSink for PeerMr {
 }
 
 impl Revocable for PeerMr {
-    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<PeerMr>) -> Revoked<PeerMr> {
+    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<PeerMr>) -> Revocation<PeerMr> {
         PeerMr::revoke(self, ran, tomb)
     }
 }

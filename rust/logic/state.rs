@@ -95,8 +95,9 @@ pub enum Action {
 /// Why an event is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// The GPU memory was freed (cudaFree) under the registration.
-    Revoked,
+    /// The GPU memory was freed (cudaFree) under the registration: the
+    /// state is `Invalidating` or `Revoked`.
+    Freed,
     /// The core called us out of order (a contract violation by the core).
     OutOfOrder,
 }
@@ -128,7 +129,7 @@ impl State {
                 *self = State::Lent;
                 Ok(())
             }
-            s if s.revoked() => Err(Refusal::Revoked),
+            s if s.revoked() => Err(Refusal::Freed),
             _ => Err(Refusal::OutOfOrder),
         }
     }
@@ -140,14 +141,14 @@ impl State {
                 *self = State::Mapping;
                 Ok(())
             }
-            s if s.revoked() => Err(Refusal::Revoked),
+            s if s.revoked() => Err(Refusal::Freed),
             _ => Err(Refusal::OutOfOrder),
         }
     }
 
     /// The driver's map call returned (`mapped`: it succeeded).  `Ok(true)`:
     /// keep the mapping; `Ok(false)`: the map failed, nothing to keep;
-    /// `Err(Revoked)`: the memory was freed meanwhile and the driver owns
+    /// `Err(Freed)`: the memory was freed meanwhile and the driver owns
     /// whatever it mapped: the caller must not touch it.
     pub fn map_end(&mut self, mapped: bool) -> Result<bool, Refusal> {
         match *self {
@@ -155,7 +156,7 @@ impl State {
                 *self = if mapped { State::Mapped } else { State::Lent };
                 Ok(mapped)
             }
-            _ => Err(Refusal::Revoked),
+            _ => Err(Refusal::Freed),
         }
     }
 
@@ -342,7 +343,7 @@ mod tests {
         s.fence_done();
         assert_eq!(s, State::Revoked);
         assert!(!s.unpin_end());
-        assert_eq!(s.get_pages(), Err(Refusal::Revoked));
+        assert_eq!(s.get_pages(), Err(Refusal::Freed));
     }
 
     #[test]
@@ -359,7 +360,7 @@ mod tests {
             assert_eq!(s, State::Revoked);
         }
         let mut s = State::Revoked;
-        assert_eq!(s.map_begin(), Err(Refusal::Revoked));
+        assert_eq!(s.map_begin(), Err(Refusal::Freed));
     }
 
     #[test]
@@ -368,7 +369,7 @@ mod tests {
         s.get_pages().unwrap();
         s.map_begin().unwrap();
         assert_eq!(s.free_callback(), Ok(Action::Nothing));
-        assert_eq!(s.map_end(true), Err(Refusal::Revoked));
+        assert_eq!(s.map_end(true), Err(Refusal::Freed));
     }
 
     #[test]

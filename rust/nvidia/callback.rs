@@ -9,7 +9,7 @@
 //! callback uses.  So it is given back only with a [`Disarmed`] proof naming
 //! that pin's `data`, which only the parent module makes (a failed pin call,
 //! a put the module confirmed, see rust/nvidia/probe.rs) or a finished
-//! callback ([`Revoked::finish`]); dropped without one, it leaks.  A put
+//! callback ([`Revocation::finish`]); dropped without one, it leaks.  A put
 //! the driver answered with 0 but the module could not confirm (RM answers
 //! 0 also for "not found among this process's P2P objects") leaves the
 //! reference *parked* in the tombstone ([`CallbackRef::park`]): the
@@ -31,10 +31,10 @@ use crate::stats::STATS;
 /// What a revocable pin's free callback revokes (the per-MR type).
 pub(crate) trait Revocable: Send + Sync + Sized + 'static {
     /// The driver revoked the memory (cudaFree).  Completes only through
-    /// `Pins::revoke` (or [`Tombstone::revoke_parked`]), whose [`Revoked`]
+    /// `Pins::revoke` (or [`Tombstone::revoke_parked`]), whose [`Revocation`]
     /// carries the callback's reference, given back once the callback is
     /// done.  `tomb` is the pin's tombstone.
-    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<Self>) -> Revoked<Self>;
+    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<Self>) -> Revocation<Self>;
 }
 
 /// Proof that the driver will not call a pin's free callback any more: the
@@ -71,16 +71,16 @@ pub(crate) struct CallbackRan {
 
 /// A revoked registration's callback reference: given back when the free
 /// callback is done with the registration.
-pub(crate) struct Revoked<R> {
+pub(crate) struct Revocation<R> {
     callback: Option<CallbackRef<R>>,
     ran: CallbackRan,
 }
 
-impl<R> Revoked<R> {
+impl<R> Revocation<R> {
     /// Made by `Pins::revoke`, which forgets the driver's objects first, or
     /// by the tombstone for a parked reference.
     pub(super) fn new(callback: Option<CallbackRef<R>>, ran: CallbackRan) -> Self {
-        Revoked { callback, ran }
+        Revocation { callback, ran }
     }
 
     /// The callback is done: give its reference back.
@@ -127,19 +127,19 @@ impl_has_work! {
 struct TombState<R> {
     reg: Option<Arc<R>>,
     parked: Option<CallbackRef<R>>,
-    finishing: Option<Revoked<R>>,
+    finishing: Option<Revocation<R>>,
 }
 
 impl<R: Revocable> Tombstone<R> {
     /// The free callback arrived: a parked reference is the callback's to
     /// give back (nothing of the registration is left); otherwise the
     /// registration revokes.
-    fn fire(&self, ran: CallbackRan) -> Revoked<R> {
+    fn fire(&self, ran: CallbackRan) -> Revocation<R> {
         let mut s = self.state.lock();
         if let Some(cb) = s.parked.take() {
             drop(s);
             STATS.tombstone_fired();
-            return Revoked::new(Some(cb), ran);
+            return Revocation::new(Some(cb), ran);
         }
         let reg = s.reg.clone();
         drop(s);
@@ -149,7 +149,7 @@ impl<R: Revocable> Tombstone<R> {
             // (a driver bug); `finish` gives nothing back.
             None => {
                 crate::glue::warn_spurious_callback();
-                Revoked::new(None, ran)
+                Revocation::new(None, ran)
             }
         }
     }
@@ -160,11 +160,11 @@ impl<R> Tombstone<R> {
     /// registration: the one parked here by a put that was not confirmed,
     /// as a finished revocation (the callback raced with the parking), or
     /// `ran` back if none is parked.
-    pub(crate) fn revoke_parked(&self, ran: CallbackRan) -> Result<Revoked<R>, CallbackRan> {
+    pub(crate) fn revoke_parked(&self, ran: CallbackRan) -> Result<Revocation<R>, CallbackRan> {
         match self.state.lock().parked.take() {
             Some(cb) => {
                 STATS.tombstone_fired();
-                Ok(Revoked::new(Some(cb), ran))
+                Ok(Revocation::new(Some(cb), ran))
             }
             None => Err(ran),
         }

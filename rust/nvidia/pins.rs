@@ -14,7 +14,7 @@ use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::logic::version;
 
 use super::{
-    CallbackRan, CallbackRef, DmaMapping, MapArgs, PageTable, Revoked, UnmapArgs, UnmapReturned,
+    CallbackRan, CallbackRef, DmaMapping, MapArgs, PageTable, Revocation, UnmapArgs, UnmapReturned,
 };
 
 /// Why a page table or mapping from the driver is refused.
@@ -51,7 +51,7 @@ impl core::fmt::Display for Unsupported {
 /// Why [`Pins::adopt`] did not keep a table.
 pub(crate) enum Adopt {
     /// The free callback already ran: the table is the driver's.
-    Revoked(PageTable),
+    Freed(PageTable),
     /// We cannot use it: unpin it.
     Unsupported(PageTable, Unsupported),
 }
@@ -63,7 +63,7 @@ pub(crate) enum Adopt {
 /// It lives in the lock its owner's free callback takes (made only by
 /// [`Pins::new_locked`], in that lock's initializer), and the free
 /// callback can only complete through [`Pins::revoke`] (its trampoline
-/// needs the [`Revoked`] that only `revoke` makes), which refuses while an
+/// needs the [`Revocation`] that only `revoke` makes), which refuses while an
 /// unmap is in flight and forgets the objects: so whatever is kept here is
 /// valid (the driver frees it only after that callback returned, or at the
 /// put of the pin, which [`Pins::take_table`] takes out with every mapping
@@ -108,7 +108,7 @@ impl Pins {
         range: &GpuRange,
     ) -> core::result::Result<(), Adopt> {
         if self.revoked {
-            return Err(Adopt::Revoked(table));
+            return Err(Adopt::Freed(table));
         }
         // These fields exist in v1 and v2 alike (`flags`, v2 only, is not read).
         // SAFETY: not revoked, so the driver has not freed the table (type
@@ -240,7 +240,7 @@ impl Pins {
         &mut self,
         ran: CallbackRan,
         callback: Option<CallbackRef<R>>,
-    ) -> core::result::Result<Revoked<R>, (CallbackRan, Option<CallbackRef<R>>)> {
+    ) -> core::result::Result<Revocation<R>, (CallbackRan, Option<CallbackRef<R>>)> {
         if self.unmapping.is_some() {
             return Err((ran, callback));
         }
@@ -251,6 +251,6 @@ impl Pins {
         if let Some(m) = self.mapping.take() {
             m.forget();
         }
-        Ok(Revoked::new(callback, ran))
+        Ok(Revocation::new(callback, ran))
     }
 }

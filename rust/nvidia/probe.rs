@@ -39,7 +39,7 @@ use crate::glue::{self, pr_warn_ratelimited};
 use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::pin_gate::PinGate;
 
-use super::{CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Revocable, Revoked, Tombstone};
+use super::{CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Revocable, Revocation, Tombstone};
 
 /// The driver answered a revocable pin's put with 0: the pin was released,
 /// or the driver did not find it for the calling process (then it stays
@@ -60,9 +60,9 @@ pub(crate) struct Unconfirmed;
 struct Probe;
 
 impl Revocable for Probe {
-    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<Self>) -> Revoked<Self> {
+    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<Self>) -> Revocation<Self> {
         tomb.revoke_parked(ran)
-            .unwrap_or_else(|ran| Revoked::new(None, ran))
+            .unwrap_or_else(|ran| Revocation::new(None, ran))
     }
 }
 

@@ -110,7 +110,7 @@ impl PeerMr {
                         if !TOMBSTONE_SAID.swap(true, Relaxed) {
                             pr_warn!(
                                 "a pin was put by a process that no longer reaches its memory \
-                                 (its RM client is gone, e.g. an MPS client that exited): \
+                                 (its RM client is gone, e.g. an MPS client process that exited): \
                                  kept as a tombstone until the owner frees the memory \
                                  (said once; debugfs stats: tombstones)\n"
                             );
