@@ -176,9 +176,9 @@ impl DeferQueue {
 impl Drop for DeferQueue {
     fn drop(&mut self) {
         let wq = QUEUE.swap(ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: `wq` is the queue (type invariant), destroyed once;
-        // destroy_workqueue drains it (waits until every work function
-        // returned) first.
+        // destroy_workqueue drains the queue (waits until every work
+        // function returned) before it frees it.
+        // SAFETY: `wq` is the live queue (type invariant), destroyed once.
         unsafe { glue::peermem_wq_destroy(wq) };
         QUEUE_CLAIMED.store(false, Ordering::Release);
     }
