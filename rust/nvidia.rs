@@ -32,6 +32,7 @@ pub(crate) use mapping::PciDev;
 use mapping::{DmaMapping, MapArgs, UnmapArgs, Unmapped};
 pub(crate) use mapping::{UnmapReturned, UnmapSink};
 pub(crate) use pins::{Adopt, Pins};
+pub(crate) use probe::Unconfirmed;
 pub(crate) use table::PageTable;
 
 /// The callback the driver runs when pinned memory is freed under a pin.

@@ -174,7 +174,8 @@ impl NvidiaP2p {
     /// and leave the pin and its callback armed, so the table is given back
     /// untouched ([`Unpin::Foreign`]).  A revocable put the driver answers
     /// with 0 proves less than a release ([`PutAnswered`]): the caller
-    /// confirms it ([`NvidiaP2p::confirm_put`]) before giving the
+    /// confirms it with what it learnt just before the put
+    /// ([`NvidiaP2p::reach_before_put`], [`NvidiaP2p::confirm_put`]) before giving the
     /// callback's reference back.  A callback that raced with the put has
     /// run already (the put waits for the driver's lock, which the driver
     /// holds around the callback).

@@ -107,7 +107,8 @@ impl<R> Revocation<R> {
 /// `reg` is the registration the callback revokes until the pin's fate is
 /// settled (then `None`); `parked` is the driver's reference on this
 /// tombstone after a put the module could not confirm, kept until the free
-/// callback takes it; `finishing` is the finished callback's revocation,
+/// callback takes it, and `counted` whether it is in the tombstone count
+/// (a registration's, not a probe's); `finishing` is the finished callback's revocation,
 /// from its queueing on `finish` until that work runs.  `finish` is
 /// queued at most once (by the one free callback of the pin).  The module
 /// reference keeps the trampoline's code loaded while the tombstone lives.
@@ -127,7 +128,20 @@ impl_has_work! {
 struct TombState<R> {
     reg: Option<Arc<R>>,
     parked: Option<CallbackRef<R>>,
+    counted: bool,
     finishing: Option<Revocation<R>>,
+}
+
+impl<R> TombState<R> {
+    /// Takes the parked reference (a callback or the probe that parked it),
+    /// leaving the tombstone count as it found it before the parking.
+    fn take_parked(&mut self) -> Option<CallbackRef<R>> {
+        let cb = self.parked.take()?;
+        if core::mem::take(&mut self.counted) {
+            STATS.tombstone_fired();
+        }
+        Some(cb)
+    }
 }
 
 impl<R: Revocable> Tombstone<R> {
@@ -136,9 +150,8 @@ impl<R: Revocable> Tombstone<R> {
     /// registration revokes.
     fn fire(&self, ran: CallbackRan) -> Revocation<R> {
         let mut s = self.state.lock();
-        if let Some(cb) = s.parked.take() {
+        if let Some(cb) = s.take_parked() {
             drop(s);
-            STATS.tombstone_fired();
             return Revocation::new(Some(cb), ran);
         }
         let reg = s.reg.clone();
@@ -161,11 +174,8 @@ impl<R> Tombstone<R> {
     /// as a finished revocation (the callback raced with the parking), or
     /// `ran` back if none is parked.
     pub(crate) fn revoke_parked(&self, ran: CallbackRan) -> Result<Revocation<R>, CallbackRan> {
-        match self.state.lock().parked.take() {
-            Some(cb) => {
-                STATS.tombstone_fired();
-                Ok(Revocation::new(Some(cb), ran))
-            }
+        match self.state.lock().take_parked() {
+            Some(cb) => Ok(Revocation::new(Some(cb), ran)),
             None => Err(ran),
         }
     }
@@ -177,7 +187,7 @@ impl<R> Tombstone<R> {
 
     /// Takes the parked reference back.
     pub(super) fn take_parked(&self) -> Option<CallbackRef<R>> {
-        self.state.lock().parked.take()
+        self.state.lock().take_parked()
     }
 }
 
@@ -209,6 +219,7 @@ impl<R: Revocable> CallbackRef<R> {
                     TombState {
                         reg: Some(reg),
                         parked: None,
+                        counted: false,
                         finishing: None,
                     },
                     "peermem_rs::Tombstone::state"
@@ -257,18 +268,26 @@ impl<R> CallbackRef<R> {
     /// (its free callback will find nothing to revoke), and the tombstone
     /// is counted.
     pub(crate) fn park(self) {
-        STATS.tombstone_armed();
-        self.park_quietly();
+        self.park_counted(true);
     }
 
-    /// [`CallbackRef::park`] without counting (a probe's own pin).
+    /// [`CallbackRef::park`] without counting (a probe's own pin): its
+    /// callback, should it come, does not count a tombstone fired either.
     pub(super) fn park_quietly(self) {
+        self.park_counted(false);
+    }
+
+    fn park_counted(self, counted: bool) {
         // SAFETY: `ptr` owns a reference (type invariant): the tombstone
         // lives at least until `self` is given back.
         let tomb = unsafe { self.ptr.as_ref() };
         let mut s = tomb.state.lock();
         let reg = s.reg.take();
         s.parked = Some(self);
+        s.counted = counted;
+        if counted {
+            STATS.tombstone_armed();
+        }
         drop(s);
         drop(reg);
     }

@@ -13,23 +13,37 @@
 //! REGISTER_PID) stay armed: their callbacks come at the owner's free.
 //!
 //! At process exit the nvidia descriptors may be released before the verbs
-//! one, so a put from an exiting process is confirmed by a probe: a
-//! one-page pin of the same memory from the same process.  It succeeds only
-//! if the process still reaches the memory through a P2P object, so the put
-//! (made just before, by the same thread) found and released the pin; the
-//! probe's own pin is then put at once.  In an exiting process no other
-//! thread is left to destroy its RM client between these calls.  A put
-//! from a live process is trusted: only the process itself destroys its RM
-//! client while it lives (README: what no client can close).
+//! one, so a put from an exiting process is vouched for by a probe made just
+//! *before* it, by the same thread: a one-page pin of the same memory,
+//! put again at once ([`NvidiaP2p::reach_before_put`]).
 //!
-//! A probe that fails does not prove the memory unreachable: the driver
-//! answers a pin the process cannot reach with `-EINVAL` (RM's
-//! `NV_ERR_OBJECT_NOT_FOUND`, nv-p2p.c `nvidia_p2p_map_status`), but it may
-//! also fail for want of memory or with an RM error (`-ENOMEM`, `-EIO`,
-//! `-EBUSY`).  Taking those for "unreachable" would park a tombstone whose
-//! callback never comes, and with it the module's reference.  So an
-//! `-EINVAL` is asked once more at once, and any other failure is retried
-//! after 10 ms and 100 ms; only then is the tombstone parked, with a line.
+//! - The probe pin is made: the process reached the memory through a P2P
+//!   object a moment before the put, and in an exiting process no other
+//!   thread is left to destroy its RM client in between, so the put's
+//!   lookup finds the pin (and deletes its callback).  A cudaFree in
+//!   between calls the still armed pin's callback first, under RM's API
+//!   lock, and the put is then skipped.
+//! - The probe is refused with `-EINVAL` (RM's `NV_ERR_OBJECT_NOT_FOUND`,
+//!   nv-p2p.c `nvidia_p2p_map_status`): either the RM client is gone (the
+//!   put will answer 0 without finding the pin, which stays armed: its
+//!   reference is parked) or the memory was freed before the probe; the
+//!   free then called the pin's callback, under the API lock the probe's
+//!   pin call also takes, so the registration was revoked and no put comes.
+//!
+//! A put from a live process is trusted: only the process itself destroys
+//! its RM client while it lives (README: what no client can close).
+//!
+//! A probe made *after* the put could not tell those apart from a put that
+//! released the pin followed by a cudaFree from another process (the MPS
+//! server, a process the nvidia descriptor was passed to): that parked a
+//! reference no callback ever takes, and with it the module.
+//!
+//! A probe that fails does not prove the memory unreachable: besides
+//! `-EINVAL` the driver may fail for want of memory or with an RM error
+//! (`-ENOMEM`, `-EIO`, `-EBUSY`).  Taking those for "unreachable" would park
+//! a tombstone whose callback never comes.  So an `-EINVAL` is asked once
+//! more at once, and any other failure is retried after 10 ms and 100 ms;
+//! only then is the pin taken for unreachable, with a line.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -55,6 +69,23 @@ pub(crate) struct PutAnswered {
 /// Why a put could not be confirmed: the reference must stay parked.
 pub(crate) struct Unconfirmed;
 
+/// Whether the process about to put a revocable pin reaches the pin's
+/// memory, learnt just before the put by the thread that makes it.
+///
+/// # Invariants
+///
+/// Made only by [`NvidiaP2p::reach_before_put`].
+pub(crate) struct Reach(Seen);
+
+enum Seen {
+    /// A live process: its puts are trusted (module docs).
+    Live,
+    /// An exiting process whose probe pin was made.
+    Reached,
+    /// An exiting process whose probe pin was refused.
+    Unreached,
+}
+
 /// What a probe's pin revokes: nothing (its reference is parked from the
 /// start, where the callback finds it).
 struct Probe;
@@ -67,28 +98,40 @@ impl Revocable for Probe {
 }
 
 impl NvidiaP2p {
-    /// The proof that the pin put with `answered` will not call back, when
-    /// the module can give it: always for a live process, after a probe of
-    /// `va` (the pin's first GPU page) for an exiting one.
+    /// Before the put of a revocable pin of `va` (its first GPU page) by
+    /// the calling thread: an exiting process probes whether it still
+    /// reaches the memory (module docs).
+    pub(crate) fn reach_before_put(&self, va: u64, gate: &PinGate) -> Reach {
+        Reach(if !glue::current_exiting() {
+            Seen::Live
+        } else if self.reaches(va, gate) {
+            Seen::Reached
+        } else {
+            Seen::Unreached
+        })
+    }
+
+    /// The proof that the pin put with `answered`, by the thread that
+    /// learnt `reach` just before, will not call back, when the module can
+    /// give it.
     pub(crate) fn confirm_put(
         &self,
         answered: PutAnswered,
-        va: u64,
-        gate: &PinGate,
+        reach: Reach,
     ) -> core::result::Result<Disarmed, Unconfirmed> {
-        if glue::current_exiting() && !self.still_reaches(va, gate) {
+        if let Seen::Unreached = reach.0 {
             return Err(Unconfirmed);
         }
         // A live process: its RM client is destroyed only by itself (its
         // close of the nvidia descriptors, its context teardown), and a
         // put answered 0 for a pin it made, by the process that made it,
-        // is a release otherwise.  An exiting one: the probe found the
-        // memory reachable after the put, and nothing between the two
-        // calls of this thread destroys the RM client (module docs above).
-        // The driver's guarantee is narrower than "0 means released": its
-        // put looks the pin up among the calling process's P2P objects
-        // (p2p.c `RmP2PPutPages` -> `RmP2PGetInfoWithoutToken`) and, when
-        // found, deletes the pin's mapping info with its free callback
+        // is a release otherwise.  An exiting one: its probe pin was made
+        // just before the put, by this thread, and nothing in between
+        // destroys the RM client (module docs).  The driver's guarantee is
+        // narrower than "0 means released": its put looks the pin up among
+        // the calling process's P2P objects (p2p.c `RmP2PPutPages` ->
+        // `RmP2PGetInfoWithoutToken`) and, when found, deletes the pin's
+        // mapping info with its free callback
         // (`thirdpartyp2pDelMappingInfoByKey`) before returning; a failed
         // lookup is answered 0 as well (nv-p2p.c `nv_p2p_put_pages`).
         // SAFETY: by the above, the lookup found the pin, so the driver
@@ -97,10 +140,10 @@ impl NvidiaP2p {
         Ok(disarmed)
     }
 
-    /// Whether the calling process still reaches `va` through a P2P object:
+    /// Whether the calling process reaches `va` through a P2P object:
     /// probes it ([`Self::probe_once`]), retrying a failure that does not
     /// say "unreachable" (module docs).
-    fn still_reaches(&self, va: u64, gate: &PinGate) -> bool {
+    fn reaches(&self, va: u64, gate: &PinGate) -> bool {
         let Ok(range) = GpuRange::covering(va, GPU_PAGE_SIZE) else {
             return false;
         };
@@ -124,7 +167,7 @@ impl NvidiaP2p {
             }
         }
         pr_warn_ratelimited!(
-            "peermem_rs: could not tell whether an exiting process's put released its pin at {:#x} (probe failed: {:?}); its callback reference stays armed until the owner frees the memory\n",
+            "peermem_rs: could not tell whether an exiting process still reaches the pin it puts at {:#x} (probe failed: {:?}); its callback reference stays armed until the owner frees the memory\n",
             va,
             last
         );

@@ -10,7 +10,7 @@ use kernel::time::{delay::fsleep, Delta};
 
 use crate::glue::pr_warn_ratelimited;
 use crate::logic::state::{Action, State};
-use crate::nvidia::{PageTable, Unpin, Unpinned};
+use crate::nvidia::{PageTable, Unconfirmed, Unpin, Unpinned};
 use crate::stats::{ErrorKind, STATS};
 
 use super::{Mode, PeerMr};
@@ -59,14 +59,20 @@ impl PeerMr {
     /// Calls the driver to release `table` (state `Unpinning`), then settles
     /// the callback's reference.  A revocable put passes the client's gate:
     /// while it is in the driver no pin of ours can be given the table's
-    /// address should the free callback free it meanwhile.
+    /// address should the free callback free it meanwhile.  An exiting
+    /// process first learns whether it still reaches the memory
+    /// (rust/nvidia/probe.rs): what its put's 0 will prove.
     pub(super) fn finish_unpin(&self, table: PageTable) {
+        let mut reach = None;
         let unpinned = match self.client.mode {
             Mode::Persistent => Some(self.unpin_persistent(table)),
-            Mode::Invalidate => self
-                .client
-                .gate
-                .use_table(|_| self.unpin_unless_revoked(table)),
+            Mode::Invalidate => {
+                let nvidia = &self.client.nvidia;
+                reach = Some(nvidia.reach_before_put(self.range.start(), &self.client.gate));
+                self.client
+                    .gate
+                    .use_table(|_| self.unpin_unless_revoked(table))
+            }
         };
         let Some(unpinned) = unpinned else {
             // The callback ran while the put waited: it took its reference.
@@ -82,10 +88,11 @@ impl PeerMr {
             Ok(Unpinned::Answered(answered)) => {
                 // The driver answered 0: released, or not found for this
                 // process (its RM client is gone: the pin stays armed).
-                let confirmed =
-                    self.client
-                        .nvidia
-                        .confirm_put(answered, self.range.start(), &self.client.gate);
+                // Only a revocable put is answered, so `reach` is set.
+                let confirmed = match reach {
+                    Some(reach) => self.client.nvidia.confirm_put(answered, reach),
+                    None => Err(Unconfirmed),
+                };
                 let mut inner = self.inner.lock();
                 // `unpin_end`: the callback did not take its reference.
                 if !inner.state.unpin_end() {

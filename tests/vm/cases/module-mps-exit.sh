@@ -41,12 +41,20 @@ refcnt_settles() {
 # was released by its put (0).  FAULT (an errno name, optional): the next
 # get_pages fails with it -- the confirming one-page probe of the exiting
 # client's put (rust/nvidia/probe.rs), which must not take one failure for
-# "unreachable" and park a tombstone no callback will ever fire.
+# "unreachable" and park a tombstone no callback will ever fire.  HOOK (a
+# hook site, optional, no FAULT then): the owner's cudaFree runs from inside
+# the exiting client's next call at that site instead of at the end -- in
+# the probe's pin (get_pages) or the probe's put (put).  Either way the free
+# settles the pin (its callback, or the client's put before it): nothing
+# may stay behind.  A probe made after the put took a free between the two
+# for "unreachable" and parked a tombstone for a released pin.
 mps() {
-  local order=$1 armed=$2 fault=${3:-} first second
+  local order=$1 armed=$2 fault=${3:-} hook=${4:-} first second free='gpu free $A;'
   read -r first second <<< "$order"
   rm -f $OWNER_GO $CLIENT_GO
-  "$SIMCTL" run "A=gpu alloc 2M fragmented:2 --at $VA; echo ALLOCATED; until 1200000 read $OWNER_GO; echo PINS-BEFORE-FREE; gpu get pins; gpu free \$A; echo PINS-AFTER-FREE; gpu get pins" > /tmp/mps.owner.out 2>&1 & local owner=$!
+  [ -n "$hook" ] && free=
+  local hook_frees; hook_frees=$(gpu_get hook_frees)
+  "$SIMCTL" run "A=gpu alloc 2M fragmented:2 --at $VA; echo ALLOCATED; until 1200000 read $OWNER_GO; echo PINS-BEFORE-FREE; gpu get pins; $free echo PINS-AFTER-FREE; gpu get pins" > /tmp/mps.owner.out 2>&1 & local owner=$!
   if ! wait_line /tmp/mps.owner.out '^ALLOCATED' $owner; then
     bad "$order: the owner did not allocate"; cat /tmp/mps.owner.out; return 1
   fi
@@ -60,9 +68,14 @@ mps() {
     order="$order, probe fails once with $fault"
     check "$order: the next get_pages fails with $fault" "$SIMCTL" gpu fault get_pages 1 "$fault"
   fi
+  if [ -n "$hook" ]; then
+    order="$order, the owner frees from inside the client's $hook"
+    check "$order: the hook is armed" "$SIMCTL" gpu hook "$hook" 1 2000
+  fi
   kill -9 $client; wait $client 2>/dev/null
   sed 's/^/    client: /' /tmp/mps.client.out
-  check "$order: the client's exit took it off the client list" test "$(gpu_get client_pids_removed)" = 1
+  # (With HOOK the memory is gone first: no list is left to take it off.)
+  [ -n "$hook" ] || check "$order: the client's exit took it off the client list" test "$(gpu_get client_pids_removed)" = 1
   check "$order: the client's pin is $([ $armed = 1 ] && echo 'still armed' || echo released) after its exit" \
     test "$(gpu_get pins)" = $armed
   if grep -q '^tombstones ' "$STATS"; then
@@ -77,6 +90,7 @@ mps() {
   wait $owner; local r=$?
   sed 's/^/    owner: /' /tmp/mps.owner.out
   check "$order: the owner's cudaFree ran" test $r = 0
+  [ -z "$hook" ] || check "$order: ... from the hook" test "$(gpu_get hook_frees)" = $((hook_frees + 1))
   check "$order: no pin left after the owner's cudaFree" \
     test "$(sed -n '/^PINS-AFTER-FREE/{n;p}' /tmp/mps.owner.out)" = 0
   check "$order: no module reference left" refcnt_settles 0
@@ -92,6 +106,10 @@ mps "gpu core" 0
 # (the EINVAL retry path, the same code, on the Debian kernels only: time).
 mps "gpu core" 0 ENOMEM
 [ "$(debug_kernel)" = yes ] || mps "gpu core" 0 EINVAL
+# The owner (an MPS server, a process holding a passed nvidia descriptor)
+# frees while the exiting client's put is vouched for.
+mps "gpu core" 0 "" get_pages
+mps "gpu core" 0 "" put
 no_leaks
 check "unload (nothing holds the module any more)" pm_down
 finish
