@@ -150,7 +150,7 @@ impl Config {
             self.seed,
             self.ops,
             if self.failslab { " FAILSLAB=1" } else { "" },
-            if self.mps { " MPS=1" } else { "" },
+            if self.mps { "" } else { " MPS=0" },
             self.seed,
             self.ops,
             self.procs,

@@ -16,9 +16,8 @@
 #   stress_variants=a,b  core variants (default: this boot's)
 #   stress_modes=a,b   peermem_rs modes (default: invalidate,persistent)
 #   stress_procs=P stress_threads=T stress_failslab=0|1 stress_fuzz=N
-#   stress_mps=0|1 (MPS-like lives, `make stress MPS=1`; simctl stress --mps;
-#                  off by default: a tombstone was left once on 7.3, see
-#                  docs/development.md)
+#   stress_mps=0|1 (MPS-like lives, simctl stress --mps; on by default,
+#                  `make stress MPS=0` leaves them out)
 # STRESS_MODULE=peermem_plant_<bug> (the plant-* negative controls) runs the
 # campaign against a module with a planted bug instead (no fuzz loop);
 MODES=${stress_modes:-invalidate,persistent}
@@ -60,7 +59,7 @@ stress_run() {
   t0=$(date +%s)
   log_mark "$MARK"
   [ "$FAILSLAB_ON" = 1 ] && fs=(--failslab)
-  [ "${stress_mps:-0}" = 1 ] && fs+=(--mps)
+  [ "${stress_mps:-1}" = 1 ] && fs+=(--mps)
   "$SIMCTL" stress --seed "$SEED" --ops "$OPS" --procs "$PROCS" --threads "$THREADS" "${fs[@]}" > "$out" 2>&1 || r=$?
   # The tally, and on a failure its seed and the `make stress` line.
   grep -E '^stress (op|seed|ok)|^STRESS-FAIL' "$out" | sed 's/^/    /'
