@@ -136,6 +136,13 @@ check "simclient_bad bug=bad_client loads (its malformed second client is refuse
 expect_only bad_client v-bad-client
 rmmod simclient_bad
 
+# A persistent pin keeps the teardown order (tests/sim/README.md): its put
+# while a mapping of the table is live is a put_before_unmap.
+"$SIMCTL" run 'gpu reset; core reset' > /dev/null
+check "simclient_bad persistent=1" sim_client bad persistent=1
+provoke put_before_unmap "$REG"
+rmmod simclient_bad
+
 # Pins still held when the GPU driver unloads (a leaked persistent pin).
 check "simclient_bad bug=pins_at_unload" sim_client bad bug=pins_at_unload
 check "a persistent pin is leaked" sim_run 'A=gpu alloc 1M; H=core reg $A 1M; core dereg $H; gpu get persistent_pins'
