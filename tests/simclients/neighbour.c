@@ -15,8 +15,11 @@
  *   pin:VA:LEN   nvidia_p2p_get_pages of [VA, VA+LEN) (one pin at a time)
  *   put          nvidia_p2p_put_pages of that pin, unless its callback ran
  *                before the put began (-ESTALE then)
- * A write returns the driver's errno, or the whole length.  Used by
- * tests/vm/cases/module-neighbour.sh.
+ * A write returns the driver's errno, or the whole length.  Its puts are
+ * marked for the simulated driver (nvidia_p2p_sim_neighbour_call), which
+ * counts the pins they release as the neighbour's harm
+ * (neighbour_released_pins), not as a violation of the client under test.
+ * Used by tests/vm/cases/module-neighbour.sh and the stress campaign.
  */
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
@@ -26,6 +29,7 @@
 #include <linux/uaccess.h>
 
 #include "nv-p2p-abi.h"
+#include "sim_link.h"
 
 static DEFINE_MUTEX(nb_lock);	/* serialises commands; never taken by the callback */
 static struct nvidia_p2p_page_table *nb_table;
@@ -67,7 +71,9 @@ static int nb_put(void)
 	}
 	/* The window: a cudaFree may run the callback and free the table
 	 * from here until the driver takes its lock inside this call. */
+	nvidia_p2p_sim_neighbour_call(true);
 	rc = nvidia_p2p_put_pages(0, 0, nb_va, nb_table);
+	nvidia_p2p_sim_neighbour_call(false);
 	nb_table = NULL;
 	return rc;
 }

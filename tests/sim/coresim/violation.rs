@@ -80,6 +80,10 @@ counted_events! {
         /// then unlocked it unheld (the real core's lockdep "bad unlock
         /// balance"; the core's bug, not the client's).
         UnlockUnheld => "unlock_unheld",
+        /// A registration still mapped for the HCA over memory whose pin
+        /// the bench's same-process neighbour released (sim_neighbour.ko):
+        /// its harm, not the client's `dma_after_free`.
+        DmaAfterNeighbourPut => "dma_after_neighbour_put",
     }
 }
 

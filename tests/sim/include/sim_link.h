@@ -37,6 +37,9 @@ int nvidia_p2p_sim_translate(u32 tgid, u64 va, u64 *dma_address);
 /* Whether the caller runs a free callback (holding the API lock) while the
  * task at `task` (a struct task_struct address) waits for that lock. */
 bool nvidia_p2p_sim_callback_waits_for(unsigned long task);
+/* The calling task is (on) or is no longer (off) in a P2P call of the bench's
+ * same-process neighbour, sim_neighbour.ko. */
+void nvidia_p2p_sim_neighbour_call(bool on);
 
 /* --- exported GPL-only by peer_core_sim.ko -------------------------------- */
 

@@ -170,6 +170,15 @@ void nvsim_glue_state_unlock(void) { mutex_unlock(&nvidia_p2p_sim_state_lock); }
 
 /* --- tasks, time (the common ones: sim_glue.c) ------------------------------ */
 bool nvsim_glue_current_is_kthread(void) { return current->flags & PF_KTHREAD; }
+/*
+ * The bench's same-process neighbour (tests/simclients/neighbour.c) marks its
+ * put: what it does to other pins is the neighbour's harm, counted as such
+ * (neighbour_released_pins), not a violation of the client under test.
+ */
+static struct task_struct *neighbour_task;
+void nvidia_p2p_sim_neighbour_call(bool on) { WRITE_ONCE(neighbour_task, on ? current : NULL); }
+EXPORT_SYMBOL_GPL(nvidia_p2p_sim_neighbour_call);
+bool nvsim_glue_current_is_neighbour(void) { return READ_ONCE(neighbour_task) == current; }
 void nvsim_glue_usleep(u64 us) { fsleep(us); }
 /* The latency model's sleeps: an hrtimer sleep of exactly this long (fsleep
  * would allow up to twice as long below 20 ms, msleep a jiffy more). */

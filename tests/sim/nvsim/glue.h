@@ -43,6 +43,7 @@ void nvsim_glue_state_unlock(void);
 
 /* --- tasks, time (and sim_glue.h's) ------------------------------------- */
 bool nvsim_glue_current_is_kthread(void);
+bool nvsim_glue_current_is_neighbour(void);
 void nvsim_glue_usleep(u64 us);
 void nvsim_glue_sleep_us(u64 us);	/* hrtimer, no slack */
 void nvsim_glue_cpu_relax(void);

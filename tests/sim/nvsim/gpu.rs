@@ -133,6 +133,10 @@ pub(crate) struct GpuState {
     /// bookkeeping and nobody frees them (the driver's leak, kept here so
     /// the memory stays valid for a client that reads it, freed at unload).
     pub(crate) orphan_maps: Slots<DmaMapping>,
+    /// The bus-address runs of pins the bench's same-process neighbour
+    /// released by a late put (pin.rs): a client's registration still
+    /// mapping them is the neighbour's harm (`dma_live` answers ESTALE).
+    pub(crate) neighbour_runs: Slots<(u64, u64)>,
 }
 
 impl GpuState {
@@ -151,6 +155,7 @@ impl GpuState {
             injected: 0,
             hooks: crate::hooks::Armed::new(),
             orphan_maps: Slots::new(),
+            neighbour_runs: Slots::new(),
         }
     }
 
@@ -305,6 +310,7 @@ impl StateGuard<'_> {
             );
         }
         drop(self.orphan_maps.take_all());
+        drop(self.neighbour_runs.take_all());
         drop(self.maps.take_all());
         drop(self.pins.take_all());
         drop(self.retired.take_all());

@@ -25,7 +25,9 @@ const SITE_NAMES: [&str; FAULT_SITES] = [
 ];
 
 impl StateGuard<'_> {
-    /// Ok if every range lies in live, pinned, DMA-mapped GPU memory.
+    /// Ok if every range lies in live, pinned, DMA-mapped GPU memory;
+    /// ESTALE if the others lie in pins the bench's same-process neighbour
+    /// released (its harm, not the client's).
     pub(crate) fn dma_live(&self, ranges: &[sim_range]) -> Result {
         // The runs of every mapped pin, sorted and merged.
         let mut runs: KVVec<(u64, u64)> = KVVec::new();
@@ -47,17 +49,33 @@ impl StateGuard<'_> {
                 _ => merged.push((s, e), GFP_KERNEL)?,
             }
         }
+        let mut neighbours = false;
         for r in ranges {
             let end = r.addr.checked_add(r.len).ok_or(EFAULT)?;
             // The last run starting at or below the range's start.
             let i = match merged.binary_search_by(|&(s, _)| s.cmp(&r.addr)) {
-                Ok(i) => i,
-                Err(0) => return Err(EFAULT),
-                Err(i) => i - 1,
+                Ok(i) => Some(i),
+                Err(0) => None,
+                Err(i) => Some(i - 1),
             };
-            if merged.get(i).is_none_or(|&(_, e)| end > e) {
-                return Err(EFAULT);
+            if i.and_then(|i| merged.get(i))
+                .is_some_and(|&(_, e)| end <= e)
+            {
+                continue;
             }
+            // Not live: of a pin the neighbour's late put released?
+            if self
+                .neighbour_runs
+                .iter()
+                .any(|(_, &(s, e))| s <= r.addr && end <= e)
+            {
+                neighbours = true;
+                continue;
+            }
+            return Err(EFAULT);
+        }
+        if neighbours {
+            return Err(sys::err(sys::errno::ESTALE));
         }
         Ok(())
     }

@@ -17,6 +17,13 @@ use crate::bindings as b;
 mod common;
 pub(crate) use common::*;
 
+/// Whether the current task is in a put of the bench's same-process
+/// neighbour (sim_neighbour.ko marks it).
+pub(crate) fn current_is_neighbour() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { b::nvsim_glue_current_is_neighbour() }
+}
+
 /// Whether the current task is a kernel thread (a worker, not a process).
 pub(crate) fn current_is_kthread() -> bool {
     // SAFETY: no preconditions.

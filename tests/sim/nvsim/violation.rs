@@ -166,6 +166,10 @@ counted_events! {
         /// A process's RM client was destroyed while it was on a P2P object's
         /// client list: it left the list(s), its pins stayed armed.
         ClientPidRemoved => "client_pids_removed",
+        /// The bench's same-process neighbour (sim_neighbour.ko), putting
+        /// a table freed after its callback, released a newer pin at that
+        /// address (`put_released_other_pin` of any other caller).
+        NeighbourReleasedPin => "neighbour_released_pins",
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! simctl stress --seed S --ops N [--procs P] [--threads T] [--max-size BYTES]
-//!               [--life OPS] [--no-unload] [--failslab] [--mps] [--verbose]
+//!               [--life OPS] [--no-unload] [--failslab] [--mps] [--neighbour]
+//!               [--verbose]
 //! ```
 //! P worker processes share the N operations.  A worker lives through a
 //! series of *lives*: each is a forked process with its own control files
@@ -23,7 +24,12 @@
 //! MPS-like (stress_mps.rs): it also registers its worker's memory, shared
 //! with it as an MPS server shares its own, and the worker frees that
 //! memory after the life's end, whatever the order its files were released
-//! in.
+//! in.  With --neighbour the threads also drive the bench's same-process
+//! neighbour of the P2P API (sim_neighbour.ko, /dev/sim_neighbour): it pins
+//! a life's allocation and puts it, the put sometimes held by a free hook
+//! while the life's other threads register, so that it may release a pin of
+//! the client under test (counted by the simulated driver as
+//! `neighbour_released_pins`; the client must survive it).
 //!
 //! Every thread's operations come from its own generator derived from
 //! (seed, worker, life, thread): a seed names the same operations every
@@ -80,6 +86,8 @@ pub struct Config {
     pub failslab: bool,
     /// MPS-like lives (stress_mps.rs).
     pub mps: bool,
+    /// The same-process neighbour's operations (stress_ops.rs).
+    pub neighbour: bool,
 }
 
 impl Config {
@@ -96,6 +104,7 @@ impl Config {
             verbose: false,
             failslab: false,
             mps: false,
+            neighbour: false,
         };
         let mut i = 0;
         while let Some(a) = args.get(i) {
@@ -104,6 +113,7 @@ impl Config {
                 "--verbose" => c.verbose = true,
                 "--failslab" => c.failslab = true,
                 "--mps" => c.mps = true,
+                "--neighbour" => c.neighbour = true,
                 k => {
                     let v = args
                         .get(i + 1)
@@ -145,12 +155,13 @@ impl Config {
             .map(|k| format!(" KVER={k}"))
             .unwrap_or_default();
         format!(
-            "make stress SEED={} OPS={}{variant}{mode}{kver}{}{}   (in the VM: \
-             simctl stress --seed {} --ops {} --procs {} --threads {} --max-size {} --life {}{}{}{})",
+            "make stress SEED={} OPS={}{variant}{mode}{kver}{}{}{}   (in the VM: \
+             simctl stress --seed {} --ops {} --procs {} --threads {} --max-size {} --life {}{}{}{}{})",
             self.seed,
             self.ops,
             if self.failslab { " FAILSLAB=1" } else { "" },
             if self.mps { "" } else { " MPS=0" },
+            if self.neighbour { "" } else { " NEIGHBOUR=0" },
             self.seed,
             self.ops,
             self.procs,
@@ -160,12 +171,13 @@ impl Config {
             if self.unload { "" } else { " --no-unload" },
             if self.failslab { " --failslab" } else { "" },
             if self.mps { " --mps" } else { "" },
+            if self.neighbour { " --neighbour" } else { "" },
         )
     }
 }
 
 /// The operations, in tally order.
-const OPS: [&str; 19] = [
+const OPS: [&str; 20] = [
     "alloc",
     "reg",
     "dereg",
@@ -185,6 +197,7 @@ const OPS: [&str; 19] = [
     "mps-alloc",
     "mps-share",
     "mps-owner-free",
+    "neighbour",
 ];
 const ERRNOS: usize = 1024;
 
@@ -404,6 +417,15 @@ fn end_state(dev: &Devices) -> Result<String, String> {
     );
     if state != (0, 0, 0, 0) {
         return Err(format!("outstanding after the campaign: {summary}"));
+    }
+    // The neighbour's harm is counted by the simulators, not as violations.
+    let released = get(Sim::Gpu, "neighbour_released_pins")?;
+    if released > 0 {
+        println!(
+            "stress end: the neighbour's late puts released {released} pin(s) of the client \
+             ({} DMA check(s) of such registrations)",
+            get(Sim::Core, "dma_after_neighbour_put")?
+        );
     }
     cmd::run(dev, &w(&["check"]), &|l| println!("stress end: {l}")).map_err(|e| e.to_string())?;
     Ok(summary)

@@ -208,6 +208,30 @@ fn op_hook(life: &Life, r: &mut Rng) {
     run_op(life, "hook", w(&["gpu", "hook", site, "1", &wait]));
 }
 
+/// The bench's same-process neighbour (sim_neighbour.ko, one pin at a time
+/// for every process) pins a range of one of the life's allocations, or puts
+/// its pin, that put held by a free hook of the pin's memory half of the
+/// time (the window in which its late put may release a pin of the client).
+fn op_neighbour(life: &Life, r: &mut Rng) {
+    const NB: &str = "/dev/sim_neighbour";
+    if r.chance(1, 2) {
+        if let Some(a) = peek_random(&life.allocs, r) {
+            let len = a.len.min(16 * K64);
+            run_op(
+                life,
+                "neighbour",
+                w(&["write", NB, &format!("pin:{:x}:{len:x}", a.va)]),
+            );
+        }
+        return;
+    }
+    if r.chance(1, 2) {
+        let wait = r.range(20, 200).to_string();
+        run_op(life, "hook", w(&["gpu", "hook", "put", "1", &wait]));
+    }
+    run_op(life, "neighbour", w(&["write", NB, "put"]));
+}
+
 fn op_fault(life: &Life, r: &mut Rng) {
     let site = *r.pick(&["get_pages", "dma_map", "persistent"]);
     let errs: &[&str] = if site == "persistent" {
@@ -261,7 +285,20 @@ fn op_unload(life: &Life, r: &mut Rng) {
 /// One thread of a life: `n` operations.
 pub(crate) fn thread_ops(life: &Life, r: &mut Rng, n: u64) {
     // alloc reg dereg dma-check query free hook fault disassociate unload
-    let weights = [14, 24, 14, 8, 3, 9, 4, 3, 5, u32::from(life.cfg.unload)];
+    // neighbour
+    let weights = [
+        14,
+        24,
+        14,
+        8,
+        3,
+        9,
+        4,
+        3,
+        5,
+        u32::from(life.cfg.unload),
+        4 * u32::from(life.cfg.neighbour),
+    ];
     for _ in 0..n {
         match r.weighted(&weights) {
             0 => op_alloc(life, r),
@@ -273,7 +310,8 @@ pub(crate) fn thread_ops(life: &Life, r: &mut Rng, n: u64) {
             6 => op_hook(life, r),
             7 => op_fault(life, r),
             8 => op_handle(life, r, "disassociate", true),
-            _ => op_unload(life, r),
+            9 => op_unload(life, r),
+            _ => op_neighbour(life, r),
         }
     }
 }

@@ -18,6 +18,9 @@
 #   stress_procs=P stress_threads=T stress_failslab=0|1 stress_fuzz=N
 #   stress_mps=0|1 (MPS-like lives, simctl stress --mps; on by default,
 #                  `make stress MPS=0` leaves them out)
+#   stress_neighbour=0|1 (default 1: the same-process neighbour of the P2P
+#     API, sim_neighbour.ko, loaded beside the client in invalidate mode;
+#     simctl stress --neighbour; never with STRESS_MODULE)
 # STRESS_MODULE=peermem_plant_<bug> (the plant-* negative controls) runs the
 # campaign against a module with a planted bug instead (no fuzz loop);
 MODES=${stress_modes:-invalidate,persistent}
@@ -36,6 +39,8 @@ FAILSLAB=/sys/kernel/debug/failslab
 FAILSLAB_ON=${stress_failslab:-0}
 [ "$FAILSLAB_ON" = 1 ] && [ ! -d $FAILSLAB ] && skip "stress_failslab=1 but this kernel has no failslab"
 BOOT_VARIANT=$(core_variant)
+NEIGHBOUR=${stress_neighbour:-1}
+[ -n "${STRESS_MODULE:-}" ] && NEIGHBOUR=0
 
 # The variant pm_up loads the simulated core in (sim-common.inc asks this).
 core_variant() { echo "${V:-$BOOT_VARIANT}"; }
@@ -60,6 +65,7 @@ stress_run() {
   log_mark "$MARK"
   [ "$FAILSLAB_ON" = 1 ] && fs=(--failslab)
   [ "${stress_mps:-1}" = 1 ] && fs+=(--mps)
+  [ "$NB" = 1 ] && fs+=(--neighbour)
   "$SIMCTL" stress --seed "$SEED" --ops "$OPS" --procs "$PROCS" --threads "$THREADS" "${fs[@]}" > "$out" 2>&1 || r=$?
   # The tally, and on a failure its seed and the `make stress` line.
   grep -E '^stress (op|seed|ok)|^STRESS-FAIL' "$out" | sed 's/^/    /'
@@ -76,6 +82,11 @@ echo "  seed $SEED, $OPS operations per run, $PROCS processes x $THREADS threads
 for V in ${VARIANTS//,/ }; do
   for mode in ${MODES//,/ }; do
     check "[$V] providers + $CLIENT mode=$mode" pm_up mode=$mode || finish
+    # The neighbour in invalidate mode only: in persistent mode its late put
+    # finds no pin of ours (module-neighbour), but the simulated driver
+    # reports such a put of a persistent table's address as bad_args.
+    NB=0; [ "$NEIGHBOUR" = 1 ] && [ "$mode" = invalidate ] && NB=1
+    [ "$NB" = 1 ] && check "[$V/$mode] the same-process neighbour (sim_neighbour.ko)" insmod "$MODS/sim_neighbour.ko"
     check "[$V/$mode] campaign: seed $SEED, $OPS ops, zero violations, nothing outstanding" stress_run "$V-$mode"
     check "[$V/$mode] the campaign registered through $CLIENT" test "$(pm_stat registrations)" -gt 0
     check "[$V/$mode] no live registration left in $CLIENT" test "$(pm_stat live_registrations)" = 0
@@ -90,6 +101,10 @@ for V in ${VARIANTS//,/ }; do
     # The map hooks hold a call after its free while other threads pin:
     # the pin/put gate keeps those pins off the freed table's address.
     check "[$V/$mode] no map went on with a newer pin (map_newer_pin=0)" test "$(gpu_get map_newer_pin)" = 0
+    if [ "$NB" = 1 ]; then
+      echo "info [$V/$mode] pins of $CLIENT released by the neighbour's puts: $(gpu_get neighbour_released_pins)"
+      check "[$V/$mode] sim_neighbour unloads" rmmod sim_neighbour
+    fi
     no_leaks
     check "[$V/$mode] $CLIENT and the simulators unload" pm_down
   done
