@@ -15,10 +15,13 @@
  *   pin:VA:LEN   nvidia_p2p_get_pages of [VA, VA+LEN) (one pin at a time)
  *   put          nvidia_p2p_put_pages of that pin, unless its callback ran
  *                before the put began (-ESTALE then)
- * A write returns the driver's errno, or the whole length.  Its puts are
- * marked for the simulated driver (nvidia_p2p_sim_neighbour_call), which
- * counts the pins they release as the neighbour's harm
- * (neighbour_released_pins), not as a violation of the client under test.
+ * A write returns the driver's errno, or the whole length.  Its pins and
+ * puts are marked for the simulated driver (nvidia_p2p_sim_neighbour_call),
+ * which counts the pins its puts release (neighbour_released_pins), and
+ * the other callers' dma_maps that meet its pin at a freed table's address
+ * (map_newer_neighbour_pin) or late puts that release it
+ * (put_released_neighbour_pin), as the neighbour's, not as the client
+ * under test's violations or hazards.
  * Used by tests/vm/cases/module-neighbour.sh and the stress campaign.
  */
 #include <linux/fs.h>
@@ -51,7 +54,11 @@ static int nb_pin(u64 va, u64 len)
 	if (nb_table && !READ_ONCE(nb_freed))
 		return -EBUSY;
 	WRITE_ONCE(nb_freed, false);
+	/* Marked too: a dma_map of another caller that meets this pin at a
+	 * freed table's address is the neighbour's harm, not that caller's. */
+	nvidia_p2p_sim_neighbour_call(true);
 	rc = nvidia_p2p_get_pages(0, 0, va, len, &t, nb_free_callback, NULL);
+	nvidia_p2p_sim_neighbour_call(false);
 	if (rc)
 		return rc;
 	nb_table = t;

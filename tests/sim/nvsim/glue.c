@@ -172,8 +172,11 @@ void nvsim_glue_state_unlock(void) { mutex_unlock(&nvidia_p2p_sim_state_lock); }
 bool nvsim_glue_current_is_kthread(void) { return current->flags & PF_KTHREAD; }
 /*
  * The bench's same-process neighbour (tests/simclients/neighbour.c) marks its
- * put: what it does to other pins is the neighbour's harm, counted as such
- * (neighbour_released_pins), not a violation of the client under test.
+ * get_pages and put: what its put does to other pins, and what another
+ * caller's dma_map or late put does to its pin, are counted as the
+ * neighbour's (neighbour_released_pins, map_newer_neighbour_pin,
+ * put_released_neighbour_pin), not as violations or hazards of the client
+ * under test.
  */
 static struct task_struct *neighbour_task;
 void nvidia_p2p_sim_neighbour_call(bool on) { WRITE_ONCE(neighbour_task, on ? current : NULL); }

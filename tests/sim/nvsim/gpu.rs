@@ -82,6 +82,10 @@ pub(crate) struct PinRec {
     pub(crate) npages: usize,
     /// The contiguous bus-address runs `(start, end)` of the pinned pages.
     pub(crate) runs: KVVec<(u64, u64)>,
+    /// Made by the bench's same-process neighbour (sim_neighbour.ko marks
+    /// its get_pages): a dma_map of another caller that meets this pin is
+    /// the neighbour's harm (`map_newer_neighbour_pin`), not the caller's.
+    pub(crate) neighbour: bool,
 }
 
 /// A live DMA mapping the client holds.

@@ -48,8 +48,13 @@ pub(crate) struct Prologue {
     pub(crate) owner: u32,
     pub(crate) va: u64,
     /// The pin is not the one the caller was given: a newer pin took the
-    /// freed table's address during the call (`map_newer_pin`, counted once).
+    /// freed table's address during the call.
     raced: bool,
+    /// Counted once per call each: a newer pin of any caller but the
+    /// bench's neighbour met (`map_newer_pin`), a newer pin of the
+    /// neighbour met (`map_newer_neighbour_pin`).
+    met_other: bool,
+    met_neighbour: bool,
     /// A cudaFree freed what the call was using (`map_raced_free`, counted
     /// once per call, whichever step saw it first).
     freed: bool,
@@ -138,6 +143,8 @@ impl StateGuard<'_> {
             owner: a.owner,
             va: a.va,
             raced: false,
+            met_other: false,
+            met_neighbour: false,
             freed: false,
             mapping: self.copy_pages(p, peer)?,
         })
@@ -154,16 +161,32 @@ impl StateGuard<'_> {
     /// The caller's table was freed during its dma_map_pages and pin `p`
     /// has its address now: the driver, which knows the table by its
     /// address alone, goes on with `p` -- the documented window, the
-    /// driver's hazard, counted, not the client's violation.
+    /// driver's hazard, counted, not the client's violation.  A pin the
+    /// bench's same-process neighbour made is outside every gate of the
+    /// caller's: meeting it is counted as the neighbour's harm.
     fn map_newer_pin(&mut self, pro: &mut Prologue, p: usize, when: &str) {
         pro.raced_free();
-        if !pro.raced {
-            Event::MapNewerPin.count();
+        let (serial, va, neighbour) = self
+            .pins
+            .get(p)
+            .map_or((0, 0, false), |q| (q.serial, q.va, q.neighbour));
+        let met = if neighbour {
+            &mut pro.met_neighbour
+        } else {
+            &mut pro.met_other
+        };
+        if !*met {
+            *met = true;
+            if neighbour {
+                Event::MapNewerNeighbourPin.count();
+            } else {
+                Event::MapNewerPin.count();
+            }
         }
-        let (serial, va) = self.pins.get(p).map_or((0, 0), |q| (q.serial, q.va));
         pr_info!(
-            "nvidia_p2p_dma_map_pages: the page table was freed during the call and a newer pin (VA {:#x}) has its address: {} goes on with that pin, for this caller\n",
+            "nvidia_p2p_dma_map_pages: the page table was freed during the call and a newer pin (VA {:#x}{}) has its address: {} goes on with that pin, for this caller\n",
             va,
+            if neighbour { ", the same-process neighbour's" } else { "" },
             when
         );
         pro.pin = p;

@@ -17,8 +17,8 @@ use crate::bindings as b;
 mod common;
 pub(crate) use common::*;
 
-/// Whether the current task is in a put of the bench's same-process
-/// neighbour (sim_neighbour.ko marks it).
+/// Whether the current task is in a get_pages or put of the bench's
+/// same-process neighbour (sim_neighbour.ko marks them).
 pub(crate) fn current_is_neighbour() -> bool {
     // SAFETY: no preconditions.
     unsafe { b::nvsim_glue_current_is_neighbour() }

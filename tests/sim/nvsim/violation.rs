@@ -161,6 +161,10 @@ counted_events! {
         /// driver mapped that pin for the caller, or linked the caller's
         /// mapping into it (counted with `MapRacedFree` too).
         MapNewerPin => "map_newer_pin",
+        /// ... the newer pin being one the bench's same-process neighbour
+        /// (sim_neighbour.ko) made: outside the caller's gate, the
+        /// neighbour's harm (counted instead of `MapNewerPin`).
+        MapNewerNeighbourPin => "map_newer_neighbour_pin",
         /// A free hook ran.
         HookFree => "hook_frees",
         /// A process's RM client was destroyed while it was on a P2P object's
@@ -170,6 +174,10 @@ counted_events! {
         /// a table freed after its callback, released a newer pin at that
         /// address (`put_released_other_pin` of any other caller).
         NeighbourReleasedPin => "neighbour_released_pins",
+        /// A late put of any other caller released a newer pin that the
+        /// bench's same-process neighbour made at that address (outside
+        /// the putter's gate): counted instead of `put_released_other_pin`.
+        PutReleasedNeighbourPin => "put_released_neighbour_pin",
     }
 }
 

@@ -161,7 +161,7 @@ impl Config {
             self.ops,
             if self.failslab { " FAILSLAB=1" } else { "" },
             if self.mps { "" } else { " MPS=0" },
-            if self.neighbour { "" } else { " NEIGHBOUR=0" },
+            if self.neighbour { " NEIGHBOUR=1" } else { "" },
             self.seed,
             self.ops,
             self.procs,
@@ -425,6 +425,13 @@ fn end_state(dev: &Devices) -> Result<String, String> {
             "stress end: the neighbour's late puts released {released} pin(s) of the client \
              ({} DMA check(s) of such registrations)",
             get(Sim::Core, "dma_after_neighbour_put")?
+        );
+    }
+    let met = get(Sim::Gpu, "map_newer_neighbour_pin")?;
+    if met > 0 {
+        println!(
+            "stress end: {met} dma_map(s) of the client, its table freed mid-call, went on with \
+             the neighbour's newer pin at that address"
         );
     }
     cmd::run(dev, &w(&["check"]), &|l| println!("stress end: {l}")).map_err(|e| e.to_string())?;

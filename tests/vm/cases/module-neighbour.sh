@@ -32,6 +32,31 @@ check "... our deregistration made no dma_unmap_pages call" \
 # HCA while its pin is gone, seen at the DMA check: no client can close
 # that, README) are counted as the neighbour's harm, not as violations.
 check "... seen at our DMA check (dma_after_neighbour_put)" test "$(core_get dma_after_neighbour_put)" = 1
+# The dma_map direction: our dma_map_pages held after a cudaFree freed its
+# table, while the neighbour pins other memory.  The neighbour's pin gets the
+# freed table's address (reuse_freed) and no gate of ours holds it back, so
+# the driver goes on with it for us: it maps the neighbour's memory
+# (prologue) or links our mapping into its pin (epilogue).  We answer EFAULT
+# and leave the mapping to the driver; the neighbour's put frees it.  The
+# simulated driver counts that as the neighbour's harm
+# (map_newer_neighbour_pin), not as a newer pin of ours (map_newer_pin,
+# which module-map-race shows our gate keeps at 0).  driver_reads=0: should
+# the neighbour's pin miss the address, the driver's read of the freed table
+# is a failed check here, not a KASAN report for the rest of the boot.  The
+# neighbour pins 1.5 s after our registration started (it must reach the
+# hook first: on the debug kernel under TCG, 0.4 s was once too short).
+param nvidia_p2p_sim driver_reads 0
+for site in map_prologue map_epilogue; do
+  n0=$(gpu_get map_newer_pin); m0=$(gpu_get map_newer_neighbour_pin)
+  log_mark "nb-$site"
+  check "$site held 4 s after the free while the neighbour pins other memory 1.5 s in" \
+    sim_run "A=gpu alloc 1M; B=gpu alloc 1M --at 0x560000000000; gpu hook $site 1 4000; & !EFAULT core reg \$A 1M; sleep 1500; write /dev/sim_neighbour pin:0x560000000000:0x100000; wait; gpu get mappings; write /dev/sim_neighbour put; gpu get mappings; gpu get pins; gpu free \$B"
+  check "... the neighbour's pin held our mapping; its put freed it" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 1,0,0 ||
+    log_since "nb-$site" | grep -E 'hook|dma_map_pages|neighbour|cudaFree|peermem' | sed 's/^/    /'
+  check "... counted as the neighbour's harm (map_newer_neighbour_pin: $m0, then +1)" \
+    test "$(gpu_get map_newer_neighbour_pin)" = "$((m0 + 1))"
+  check "... not as a newer pin of ours (map_newer_pin stays $n0)" test "$(gpu_get map_newer_pin)" = "$n0"
+done
 check "no contract violation" sim_check
 check "no pins or DMA mappings left" \
   test "$(gpu_get pins),$(gpu_get persistent_pins),$(gpu_get mappings)" = 0,0,0
