@@ -21,8 +21,9 @@
 #   stress_neighbour=0|1 (the same-process neighbour of the P2P API,
 #     sim_neighbour.ko, loaded beside the client in invalidate mode;
 #     `make stress NEIGHBOUR=1`; simctl stress --neighbour; never with
-#     STRESS_MODULE; off by default: on 7.3 a tombstone was left armed
-#     after the neighbour's late puts, see docs/development.md)
+#     STRESS_MODULE; off by default: on 7.3 peermem_rs kept pinned bytes
+#     and a module reference after the neighbour's late puts released a
+#     pin of ours, see docs/development.md)
 # STRESS_MODULE=peermem_plant_<bug> (the plant-* negative controls) runs the
 # campaign against a module with a planted bug instead (no fuzz loop);
 MODES=${stress_modes:-invalidate,persistent}
