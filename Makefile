@@ -9,7 +9,7 @@
 #   make bench           registration cost of peer-memory clients on the simulators'
 #                        latency model (BENCH_CLIENTS="KO|LABEL|PARAMS;..."): a table,
 #                        bench.json and bench.svg (tests/vm/cases/bench.sh)
-#   make stress SEED= OPS=  the seeded stress and fault campaign (tests/vm/cases/stress-campaign.sh; MPS=0 leaves out the MPS-like lives; NEIGHBOUR=1 adds the same-process neighbour)
+#   make stress SEED= OPS=  the seeded stress and fault campaign (tests/vm/cases/stress-campaign.sh; MPS=0 leaves out the MPS-like lives, NEIGHBOUR=0 the same-process neighbour)
 #                        on one kernel (KVER=, default the newest Debian one), OPS operations
 #                        in all, shared by one run per peermem_rs mode (MODES=invalidate,persistent)
 #                        and core variant (VARIANTS=current,mlnx-old,no-unmaps); FAILSLAB=1 on a kernel with
@@ -72,7 +72,7 @@ bench:
 
 stress:
 	SEED="$(SEED)" OPS="$(OPS)" VARIANTS="$(VARIANTS)" MODES="$(MODES)" FAILSLAB="$(FAILSLAB)" KVER="$(KVER)" \
-	  VM_APPEND="$(VM_APPEND) stress_mps=$(if $(MPS),$(MPS),1) stress_neighbour=$(if $(NEIGHBOUR),$(NEIGHBOUR),0)" bash tests/bench/run.sh --stress
+	  VM_APPEND="$(VM_APPEND) stress_mps=$(if $(MPS),$(MPS),1) stress_neighbour=$(if $(NEIGHBOUR),$(NEIGHBOUR),1)" bash tests/bench/run.sh --stress
 
 vm-shell:
 	bash tests/bench/run.sh --shell $(KVER)

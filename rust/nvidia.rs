@@ -13,12 +13,16 @@
 //! callback can only complete through [`Pins::revoke`], which forgets them.
 //! The callback's `data` is a small [`Tombstone`], not the registration: a
 //! put the driver answered with 0 but the module could not confirm
-//! (rust/nvidia/probe.rs) leaves it armed until the callback.
+//! (rust/nvidia/probe.rs) leaves it armed until the callback.  The one
+//! exception to "a kept table is valid", another user of the API in the same
+//! process whose late put released our pin, is detected where it can be
+//! ([`HeldTables`]: a newer pin of ours at the same table address).
 
 use core::ffi::c_void;
 
 mod api;
 mod callback;
+mod held;
 mod mapping;
 mod pins;
 mod probe;
@@ -28,6 +32,7 @@ pub(crate) use api::{is_enotsupp, Missing, NvidiaP2p, Unpin, Unpinned};
 pub(crate) use callback::{
     Armed, CallbackRan, CallbackRef, Disarmed, Revocable, Revocation, Tombstone,
 };
+pub(crate) use held::HeldTables;
 pub(crate) use mapping::PciDev;
 use mapping::{DmaMapping, MapArgs, UnmapArgs, Unmapped};
 pub(crate) use mapping::{UnmapReturned, UnmapSink};

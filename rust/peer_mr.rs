@@ -25,8 +25,8 @@ use crate::glue::{self, pr_err_ratelimited, pr_warn_ratelimited, ModuleRef};
 use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
 use crate::nvidia::{
-    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, NvidiaP2p, Pins, Revocable, Revocation,
-    Tombstone, UnmapReturned, UnmapSink,
+    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, HeldTables, NvidiaP2p, Pins, Revocable,
+    Revocation, Tombstone, UnmapReturned, UnmapSink,
 };
 use crate::peer_core::Invalidator;
 use crate::pin_gate::PinGate;
@@ -57,8 +57,9 @@ impl Mode {
 
 /// The module-wide client: the NVIDIA API, the mode, (invalidate mode) the
 /// core's invalidate entry point, known before the client serves any
-/// registration (rust/driver.rs), and the gate that keeps our revocable
-/// pins and puts apart (rust/logic/gate.rs).
+/// registration (rust/driver.rs), the gate that keeps our revocable
+/// pins and puts apart (rust/logic/gate.rs), and the tables our revocable
+/// pins hold (rust/nvidia/held.rs).
 #[pin_data]
 pub(crate) struct Client {
     nvidia: NvidiaP2p,
@@ -67,6 +68,8 @@ pub(crate) struct Client {
     invalidator: Option<Invalidator>,
     #[pin]
     gate: PinGate,
+    #[pin]
+    held: HeldTables,
 }
 
 impl Client {
@@ -84,6 +87,7 @@ impl Client {
                 name,
                 invalidator,
                 gate <- PinGate::new(),
+                held <- HeldTables::new(),
             }),
             GFP_KERNEL,
         )
@@ -193,11 +197,18 @@ impl PeerMr {
                 let (cb, armed) = CallbackRef::arm(reg.clone())?;
                 reg.inner.lock().callback = Some(cb);
                 // No put of ours is in flight meanwhile: none can name the
-                // table the driver gives us (see rust/logic/gate.rs).
+                // table the driver gives us (see rust/logic/gate.rs).  The
+                // table is recorded before any can.
                 let client = &reg.client;
                 client
                     .gate
-                    .pin(|| client.nvidia.pin_revocable(&range, armed))
+                    .pin(|side| {
+                        let pinned = client.nvidia.pin_revocable(&range, armed);
+                        if let Ok(table) = &pinned {
+                            client.held.record(table, side);
+                        }
+                        pinned
+                    })
                     .map_err(|(e, disarmed)| {
                         if let Some(proof) = disarmed {
                             reg.release_callback(proof);
@@ -319,6 +330,13 @@ impl PeerMr {
                 if self.inner.lock().state != State::Mapping {
                     return None;
                 }
+                // Another user's put released the pin, and a newer pin of
+                // ours has its table's address: mapping it would map that
+                // pin for us.
+                if self.client.held.map_refused(&table, gate) {
+                    self.said_released_under_us();
+                    return Some(Err(EFAULT));
+                }
                 Some(self.client.nvidia.dma_map(peer, table, Some(gate)))
             }),
             Mode::Persistent => Some(self.client.nvidia.dma_map(peer, table, None)),
@@ -412,6 +430,9 @@ impl PeerMr {
     /// The driver's free callback: wait for an unmap in flight, fence DMA if
     /// the HCA may be using the memory, give the page table and mapping up.
     fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<PeerMr>) -> Revocation<PeerMr> {
+        // The driver frees the table once we return: its address no longer
+        // says anything about this pin.
+        self.client.held.forget_revoked(&ran);
         let mut inner = self.inner.lock();
         // A put answered 0 that could not be confirmed parked the
         // reference in the tombstone just before this callback read the
@@ -537,7 +558,7 @@ impl PeerMemoryClient for Client {
         this: ArcBorrow<'_, Self>,
         f: &mut core::fmt::Formatter<'_>,
     ) -> core::fmt::Result {
-        STATS.render(f, this.mode.name(), this.name)
+        STATS.render(f, this.mode.name(), this.name, this.held.count())
     }
 
     fn active() -> &'static Active<Self> {

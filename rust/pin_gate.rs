@@ -37,6 +37,16 @@ pub(crate) struct PinGate {
 /// made there and only lent to its `call`.
 pub(crate) struct TableSide<'a>(PhantomData<&'a PinGate>);
 
+/// Proof that the caller is on the pin side of a [`PinGate`]: no call
+/// naming a revocable pin's table of that client is in the driver until it
+/// returns.
+///
+/// # Invariants
+///
+/// Exists only while a [`PinGate::pin`] call is on the pin side: made there
+/// and only lent to its `pin`.
+pub(crate) struct PinSide<'a>(PhantomData<&'a PinGate>);
+
 impl PinGate {
     /// An open gate.
     pub(crate) fn new() -> impl PinInit<Self> {
@@ -48,9 +58,9 @@ impl PinGate {
 
     /// Runs `pin` (a revocable pin call into the driver) once no call naming
     /// a revocable pin's table is in flight, keeping new ones out until it
-    /// returned.
-    pub(crate) fn pin<T>(&self, pin: impl FnOnce() -> T) -> T {
-        self.pass(Side::Pin, pin)
+    /// returned.  `pin` gets the proof of that, [`PinSide`].
+    pub(crate) fn pin<T>(&self, pin: impl FnOnce(&PinSide<'_>) -> T) -> T {
+        self.pass(Side::Pin, || pin(&PinSide(PhantomData)))
     }
 
     /// Runs `call` (a put or DMA map naming a revocable pin's table) while

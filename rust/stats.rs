@@ -61,6 +61,7 @@ pub(crate) struct Stats {
     callback_waits: AtomicU64,
     gate_waits: AtomicU64,
     stale_puts_skipped: AtomicU64,
+    released_under_us: AtomicU64,
     tombstones: AtomicU64,
     tombstones_fired: AtomicU64,
     errors: [AtomicU64; ERROR_KINDS],
@@ -87,6 +88,7 @@ impl Stats {
             callback_waits: ZERO,
             gate_waits: ZERO,
             stale_puts_skipped: ZERO,
+            released_under_us: ZERO,
             tombstones: ZERO,
             tombstones_fired: ZERO,
             errors: [ZERO; ERROR_KINDS],
@@ -168,6 +170,12 @@ impl Stats {
         self.stale_puts_skipped.fetch_add(1, Relaxed);
     }
 
+    /// A pin of ours was found released by another user's put (a newer pin
+    /// of ours got its table's address): its put was not made.
+    pub(crate) fn released_under_us(&self) {
+        self.released_under_us.fetch_add(1, Relaxed);
+    }
+
     /// A put answered 0 could not be confirmed: the pin's tombstone waits
     /// for its free callback.
     pub(crate) fn tombstone_armed(&self) {
@@ -191,8 +199,15 @@ impl Stats {
         reg.saturating_sub(self.deregistrations.load(Relaxed))
     }
 
-    /// Writes the counters as `name value` lines.
-    pub(crate) fn render(&self, w: &mut impl Write, mode: &str, name: &str) -> fmt::Result {
+    /// Writes the counters as `name value` lines; `held_tables` is the
+    /// client's count of recorded revocable pins (rust/nvidia/held.rs).
+    pub(crate) fn render(
+        &self,
+        w: &mut impl Write,
+        mode: &str,
+        name: &str,
+        held_tables: usize,
+    ) -> fmt::Result {
         writeln!(w, "client {name}")?;
         writeln!(w, "mode {mode}")?;
         writeln!(w, "live_registrations {}", self.live())?;
@@ -220,6 +235,12 @@ impl Stats {
             "stale_puts_skipped {}",
             self.stale_puts_skipped.load(Relaxed)
         )?;
+        writeln!(
+            w,
+            "pins_released_under_us {}",
+            self.released_under_us.load(Relaxed)
+        )?;
+        writeln!(w, "held_tables {held_tables}")?;
         writeln!(w, "tombstones {}", self.tombstones.load(Relaxed))?;
         writeln!(
             w,

@@ -5,12 +5,13 @@
 //! Each file is compiled twice: into the kernel module (rust/logic.rs
 //! includes them with `#[path]`) and into this host crate, so `cargo test`
 //! covers range math, SG coalescing, version rules, the registration
-//! state machine and the pin/put gate.
+//! state machine, the pin/put gate and the held-table records.
 
 #![no_std]
 
 pub mod coalesce;
 pub mod gate;
+pub mod held;
 pub mod histogram;
 pub mod range;
 pub mod state;

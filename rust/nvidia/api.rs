@@ -286,6 +286,9 @@ pub(crate) enum Unpinned {
     Persistent,
     /// A revocable pin: see [`PutAnswered`].
     Answered(PutAnswered),
+    /// A revocable pin that another user's put had released (no put was
+    /// made: rust/nvidia/held.rs), with the proof that its callback is gone.
+    ReleasedUnderUs(Disarmed),
 }
 
 /// Why a pin was not released.

@@ -66,7 +66,7 @@ impl Disarmed {
 ///
 /// Made only by the trampoline, once per call, with the call's `data`.
 pub(crate) struct CallbackRan {
-    data: usize,
+    pub(super) data: usize,
 }
 
 /// A revoked registration's callback reference: given back when the free

@@ -13,7 +13,8 @@ use crate::bindings::{nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev};
 /// # Invariants
 ///
 /// `ptr` is the table of a pin kept in a [`Pins`] when this was made (by
-/// [`Pins::map_args`]); `revocable` says whether that pin is revocable.
+/// [`Pins::map_args`]); `revocable` says whether that pin is revocable, and
+/// `data` is its callback `data` (0 for a persistent pin).
 ///
 /// [`Pins`]: super::Pins
 /// [`Pins::map_args`]: super::Pins::map_args
@@ -21,6 +22,7 @@ use crate::bindings::{nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev};
 pub(crate) struct MapArgs {
     pub(super) ptr: NonNull<nvidia_p2p_page_table>,
     pub(super) revocable: bool,
+    pub(super) data: usize,
 }
 
 /// What `dma_unmap_pages` needs: the mapping and its page table.

@@ -70,8 +70,11 @@ pub(crate) enum Adopt {
 /// kept).  After `revoke`, nothing is kept any more.  The one exception no
 /// client can close: another user of the API in the same process whose late
 /// put releases this pin (README, "What no client can close"); so a kept
-/// mapping is read only in `dma_map`, right after the driver made it, and a
-/// revocable pin's mapping is never passed to the driver again.  `entries` is the checked number of
+/// mapping is read only in `dma_map`, right after the driver made it, a
+/// revocable pin's mapping is never passed to the driver again, and its
+/// table is not passed either once [`HeldTables`] saw it released.
+///
+/// [`HeldTables`]: super::HeldTables  `entries` is the checked number of
 /// pages of `table`.
 pub(crate) struct Pins {
     table: Option<PageTable>,
@@ -149,6 +152,7 @@ impl Pins {
         self.table.as_ref().map(|t| MapArgs {
             ptr: t.ptr,
             revocable: t.owner.is_some(),
+            data: t.data,
         })
     }
 

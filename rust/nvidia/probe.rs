@@ -183,7 +183,7 @@ impl NvidiaP2p {
         // during the probe takes it from there.
         let tomb = cb.tombstone();
         cb.park_quietly();
-        let table = match gate.pin(|| self.pin_revocable(range, armed)) {
+        let table = match gate.pin(|_| self.pin_revocable(range, armed)) {
             Ok(table) => table,
             Err((e, proof)) => {
                 // Not made.  Without a proof (a success without a table)

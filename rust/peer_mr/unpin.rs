@@ -11,12 +11,16 @@ use kernel::time::{delay::fsleep, Delta};
 use crate::glue::pr_warn_ratelimited;
 use crate::logic::state::{Action, State};
 use crate::nvidia::{PageTable, Unconfirmed, Unpin, Unpinned};
+use crate::pin_gate::TableSide;
 use crate::stats::{ErrorKind, STATS};
 
 use super::{Mode, PeerMr};
 
 /// Whether the first tombstone was reported (once per load).
 static TOMBSTONE_SAID: AtomicBool = AtomicBool::new(false);
+
+/// Whether the first pin released under us was reported (once per load).
+static RELEASED_SAID: AtomicBool = AtomicBool::new(false);
 
 impl PeerMr {
     /// Releases the pin (put_pages, or release of a pin never given back).
@@ -71,7 +75,7 @@ impl PeerMr {
                 reach = Some(nvidia.reach_before_put(self.range.start(), &self.client.gate));
                 self.client
                     .gate
-                    .use_table(|_| self.unpin_unless_revoked(table))
+                    .use_table(|side| self.unpin_unless_revoked(table, side))
             }
         };
         let Some(unpinned) = unpinned else {
@@ -84,6 +88,20 @@ impl PeerMr {
                 if self.inner.lock().state.unpin_end() {
                     STATS.unpinned(self.range.len());
                 }
+            }
+            Ok(Unpinned::ReleasedUnderUs(proof)) => {
+                let mut inner = self.inner.lock();
+                if !inner.state.unpin_end() {
+                    return;
+                }
+                STATS.unpinned(self.range.len());
+                STATS.released_under_us();
+                let cb = inner.callback.take();
+                drop(inner);
+                if let Some(cb) = cb {
+                    cb.release(proof);
+                }
+                self.said_released_under_us();
             }
             Ok(Unpinned::Answered(answered)) => {
                 // The driver answered 0: released, or not found for this
@@ -188,15 +206,33 @@ impl PeerMr {
 
     /// The put of a revocable pin, unless its free callback ran since the
     /// caller took the table out (`None`): the driver has freed the table
-    /// then, and its address may be another pin's.
+    /// then, and its address may be another pin's.  Not made either when
+    /// another user's put released the pin (rust/nvidia/held.rs).
     fn unpin_unless_revoked(
         &self,
         table: PageTable,
+        side: &TableSide<'_>,
     ) -> Option<core::result::Result<Unpinned, Unpin>> {
         if self.inner.lock().state != State::Unpinning {
             table.forget();
             return None;
         }
-        Some(self.client.nvidia.unpin(table))
+        let client = &self.client;
+        Some(client.nvidia.unpin_held(table, &client.held, side))
+    }
+
+    /// Says once that a pin of ours was released by another user of the
+    /// P2P API in this process (rust/nvidia/held.rs).
+    pub(super) fn said_released_under_us(&self) {
+        if !RELEASED_SAID.swap(true, Relaxed) {
+            pr_warn!(
+                "GPU memory pinned for an MR of {} bytes was released by another user of the \
+                 NVIDIA P2P API in the same process (GDRCopy's gdrdrv, nvidia-fs): the MR is \
+                 no longer mapped or put through the driver, and until it is deregistered \
+                 a cudaFree of that memory does not fence the HCA; mode=persistent avoids \
+                 this (said once; debugfs stats: pins_released_under_us)\n",
+                self.size
+            );
+        }
     }
 }

@@ -29,7 +29,11 @@
 //! a life's allocation and puts it, the put sometimes held by a free hook
 //! while the life's other threads register, so that it may release a pin of
 //! the client under test (counted by the simulated driver as
-//! `neighbour_released_pins`; the client must survive it).
+//! `neighbour_released_pins`; the client must survive it).  Lives whose end
+//! deregisters from another process, and MPS-like lives (whose exit may
+//! park a tombstone), run no neighbour: a pin the neighbour
+//! released and nobody may put stays counted by the client for good (README,
+//! "What no client can close").
 //!
 //! Every thread's operations come from its own generator derived from
 //! (seed, worker, life, thread): a seed names the same operations every
@@ -49,7 +53,7 @@ use crate::cmd;
 use crate::dev::{errno_name, Devices, Sim};
 use crate::rng::Rng;
 use crate::stress_mps::{Owner, Shared};
-use crate::stress_ops::{end_of_life, thread_ops, w, Life};
+use crate::stress_ops::{end_of_life, thread_ops, w, End, Life};
 
 extern "C" {
     fn fork() -> c_int;
@@ -161,7 +165,7 @@ impl Config {
             self.ops,
             if self.failslab { " FAILSLAB=1" } else { "" },
             if self.mps { "" } else { " MPS=0" },
-            if self.neighbour { " NEIGHBOUR=1" } else { "" },
+            if self.neighbour { "" } else { " NEIGHBOUR=0" },
             self.seed,
             self.ops,
             self.procs,
@@ -270,12 +274,18 @@ fn life_main(cfg: &Config, tally: &Tally, at: (u64, u64), ops: u64, mps: Option<
             &mut Rng::derive(cfg.seed, &[worker, idx, u64::MAX - 1]),
         )
     });
+    let mut end_rng = Rng::derive(cfg.seed, &[worker, idx, u64::MAX]);
+    let end = End::draw(&mut end_rng);
+    // Nor in MPS-like lives: their exit may park a tombstone, which a pin
+    // the neighbour released would keep for good.
+    let neighbour = cfg.neighbour && !end.foreign() && shared.is_none();
     let life = Life {
         cfg,
         dev,
         allocs: Mutex::new(Vec::new()),
         handles: Mutex::new(Vec::new()),
         shared,
+        neighbour,
         tally,
         tag: format!("[seed {} worker {worker} life {idx}]", cfg.seed),
     };
@@ -303,8 +313,7 @@ fn life_main(cfg: &Config, tally: &Tally, at: (u64, u64), ops: u64, mps: Option<
             }
         }
     });
-    let mut r = Rng::derive(cfg.seed, &[worker, idx, u64::MAX]);
-    end_of_life(&life, &mut r);
+    end_of_life(&life, &end, &mut end_rng);
     tally.count(op_index("life"), 0);
     // SAFETY: ends the process; the kernel closes what is still open.
     unsafe { _exit(0) }

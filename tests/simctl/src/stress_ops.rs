@@ -35,6 +35,9 @@ pub(crate) struct Life<'a> {
     /// An MPS-like life's range of its worker's allocation (stress_mps.rs):
     /// registered, never freed by the life.
     pub(crate) shared: Option<Alloc>,
+    /// Whether the threads drive the neighbour: with --neighbour, in lives
+    /// whose end deregisters from no other process ([`End::foreign`]).
+    pub(crate) neighbour: bool,
     pub(crate) tally: &'a Tally,
     pub(crate) tag: String,
 }
@@ -285,7 +288,8 @@ fn op_unload(life: &Life, r: &mut Rng) {
 /// One thread of a life: `n` operations.
 pub(crate) fn thread_ops(life: &Life, r: &mut Rng, n: u64) {
     // alloc reg dereg dma-check query free hook fault disassociate unload
-    // neighbour
+    // neighbour.  A disassociate deregisters from a kernel thread: not in a
+    // life with the neighbour (see `End::foreign`).
     let weights = [
         14,
         24,
@@ -295,9 +299,9 @@ pub(crate) fn thread_ops(life: &Life, r: &mut Rng, n: u64) {
         9,
         4,
         3,
-        5,
+        5 * u32::from(!life.neighbour),
         u32::from(life.cfg.unload),
-        4 * u32::from(life.cfg.neighbour),
+        4 * u32::from(life.neighbour),
     ];
     for _ in 0..n {
         match r.weighted(&weights) {
@@ -316,9 +320,36 @@ pub(crate) fn thread_ops(life: &Life, r: &mut Rng, n: u64) {
     }
 }
 
+/// How a life ends, drawn before its threads run.
+pub(crate) struct End {
+    fork_dereg: bool,
+    core_first: bool,
+    kind: usize,
+}
+
+impl End {
+    pub(crate) fn draw(r: &mut Rng) -> Self {
+        End {
+            fork_dereg: r.chance(1, 4),
+            core_first: r.chance(1, 2),
+            kind: r.weighted(&[30, 25, 20, 20]),
+        }
+    }
+
+    /// Whether another process may deregister the life's MRs: a forked
+    /// child's dereg, or the last reference of the verbs file closed
+    /// elsewhere.  Such a put is not made (the driver would find no pin for
+    /// that process): the pin waits for its callback, which never comes if
+    /// the neighbour's late put released it (README, "What no client can
+    /// close"), so the neighbour stays out of these lives.
+    pub(crate) fn foreign(&self) -> bool {
+        self.fork_dereg || self.kind >= 2
+    }
+}
+
 /// The end of a life, with no other thread left in the process.
-pub(crate) fn end_of_life(life: &Life, r: &mut Rng) {
-    if r.chance(1, 4) {
+pub(crate) fn end_of_life(life: &Life, end: &End, r: &mut Rng) {
+    if end.fork_dereg {
         if let Some(h) = peek_random(&life.handles, r) {
             // A put from another process: the pin must stay armed.
             run_op(
@@ -328,12 +359,12 @@ pub(crate) fn end_of_life(life: &Life, r: &mut Rng) {
             );
         }
     }
-    let (a, b) = if r.chance(1, 2) {
+    let (a, b) = if end.core_first {
         ("core", "gpu")
     } else {
         ("gpu", "core")
     };
-    match r.weighted(&[30, 25, 20, 20]) {
+    match end.kind {
         0 => life.tally.count(op_index("end:exit-live"), 0),
         1 => {
             let hs: Vec<u32> = std::mem::take(&mut *life.handles.lock().unwrap());

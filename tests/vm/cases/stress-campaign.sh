@@ -20,10 +20,8 @@
 #                  `make stress MPS=0` leaves them out)
 #   stress_neighbour=0|1 (the same-process neighbour of the P2P API,
 #     sim_neighbour.ko, loaded beside the client in invalidate mode;
-#     `make stress NEIGHBOUR=1`; simctl stress --neighbour; never with
-#     STRESS_MODULE; off by default: on 7.3 peermem_rs kept pinned bytes
-#     and a module reference after the neighbour's late puts released a
-#     pin of ours, see docs/development.md)
+#     simctl stress --neighbour; never with STRESS_MODULE; on by default,
+#     `make stress NEIGHBOUR=0` leaves it out)
 # STRESS_MODULE=peermem_plant_<bug> (the plant-* negative controls) runs the
 # campaign against a module with a planted bug instead (no fuzz loop);
 MODES=${stress_modes:-invalidate,persistent}
@@ -42,7 +40,7 @@ FAILSLAB=/sys/kernel/debug/failslab
 FAILSLAB_ON=${stress_failslab:-0}
 [ "$FAILSLAB_ON" = 1 ] && [ ! -d $FAILSLAB ] && skip "stress_failslab=1 but this kernel has no failslab"
 BOOT_VARIANT=$(core_variant)
-NEIGHBOUR=${stress_neighbour:-0}
+NEIGHBOUR=${stress_neighbour:-1}
 [ -n "${STRESS_MODULE:-}" ] && NEIGHBOUR=0
 
 # The variant pm_up loads the simulated core in (sim-common.inc asks this).
@@ -95,6 +93,8 @@ for V in ${VARIANTS//,/ }; do
     check "[$V/$mode] no live registration left in $CLIENT" test "$(pm_stat live_registrations)" = 0
     check "[$V/$mode] nothing pinned by $CLIENT" test "$(pm_stat pinned_bytes)" = 0
     check "[$V/$mode] no SG table left in $CLIENT" test "$(pm_stat sg_tables)" = 0
+    check "[$V/$mode] no page-table record left in $CLIENT" test "$(pm_stat held_tables)" = 0
+    [ "$(pm_stat pinned_bytes)" = 0 ] || grep -E '^(live_reg|pinned|orphaned|held|tombstones|pins_released)' "$STATS" | sed 's/^/    /'
     # MPS-like lives (simctl stress_mps.rs): the owner's free after each
     # life fires whatever tombstone its exit order left.
     if grep -q '^tombstones ' "$STATS" 2>/dev/null; then
@@ -111,6 +111,7 @@ for V in ${VARIANTS//,/ }; do
       echo "info [$V/$mode] pins of $CLIENT released by the neighbour's puts: $(gpu_get neighbour_released_pins)"
       echo "info [$V/$mode] maps of $CLIENT that met the neighbour's newer pin: $(gpu_get map_newer_neighbour_pin)"
       echo "info [$V/$mode] pins of the neighbour released by late puts of $CLIENT: $(gpu_get put_released_neighbour_pin)"
+      echo "info [$V/$mode] pins of $CLIENT found released under it (a newer pin of ours got the table's address): $(pm_stat pins_released_under_us)"
       check "[$V/$mode] sim_neighbour unloads" rmmod sim_neighbour
     fi
     no_leaks
