@@ -251,7 +251,9 @@ impl PeerMr {
             }
             Err(Adopt::Freed(table)) => {
                 // cudaFree raced with the pin: the driver owns the table,
-                // and the callback took its reference.
+                // and the callback took its reference (and its record,
+                // unless it came before the record was made).
+                reg.client.held.forget_unadopted(&table);
                 table.forget();
                 STATS.error(ErrorKind::Revoked);
                 Ok(None)

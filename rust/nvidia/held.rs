@@ -46,8 +46,9 @@ use super::{CallbackRan, Disarmed, MapArgs, NvidiaP2p, PageTable, Unpin, Unpinne
 ///
 /// A record is made only on the pin side of the pin gate, right after its
 /// pin call, and dropped only by [`NvidiaP2p::unpin_held`] (our put, on the
-/// table side) or [`HeldTables::forget_revoked`]
-/// (our free callback, before it returns).  `released` is set only when a
+/// table side), [`HeldTables::forget_revoked`] (our free callback, before it
+/// returns) or [`HeldTables::forget_unadopted`] (a pin whose callback ran
+/// before it was adopted, perhaps before it was recorded).  `released` is set only when a
 /// newer pin of ours got the record's address while the record was kept.
 #[pin_data]
 pub(crate) struct HeldTables {
@@ -120,6 +121,13 @@ impl HeldTables {
     /// driver frees its table once the callback returned.
     pub(crate) fn forget_revoked(&self, ran: &CallbackRan) {
         self.drop_record(ran.data);
+    }
+
+    /// Drops the record of `table`, whose free callback ran before the pin
+    /// was adopted: the callback may have come between the pin call's
+    /// return and the record, and then found nothing to drop.
+    pub(crate) fn forget_unadopted(&self, table: &PageTable) {
+        self.drop_record(table.data);
     }
 
     fn drop_record(&self, data: usize) {
