@@ -29,14 +29,11 @@ impl Record {
 }
 
 /// A new pin of ours got `table`: every record at that address is marked
-/// released.  Returns how many were.
-pub fn mark_reused(records: &mut [Record], table: usize) -> usize {
-    let mut n = 0;
+/// released.
+pub fn mark_reused(records: &mut [Record], table: usize) {
     for r in records.iter_mut().filter(|r| r.table == table) {
         r.released = true;
-        n += 1;
     }
-    n
 }
 
 /// Where the record of the pin armed with `data` is.
@@ -57,7 +54,7 @@ mod tests {
     #[test]
     fn a_new_pin_at_a_held_address_marks_only_that_record() {
         let mut r = [Record::new(0x1000, 1), Record::new(0x2000, 2)];
-        assert_eq!(mark_reused(&mut r, 0x1000), 1);
+        mark_reused(&mut r, 0x1000);
         assert_eq!(find_released(&r, 1), Some(0));
         assert_eq!(find_released(&r, 2), None);
         assert_eq!(find(&r, 2), Some(1));
@@ -66,7 +63,7 @@ mod tests {
     #[test]
     fn an_address_no_record_holds_marks_nothing() {
         let mut r = [Record::new(0x1000, 1)];
-        assert_eq!(mark_reused(&mut r, 0x3000), 0);
+        mark_reused(&mut r, 0x3000);
         assert_eq!(find_released(&r, 1), None);
         assert_eq!(find(&r, 7), None);
         assert_eq!(find_released(&r, 7), None);
@@ -76,7 +73,7 @@ mod tests {
     fn the_new_pins_own_record_is_not_marked() {
         // The caller marks before it adds the new pin's record.
         let mut r = [Record::new(0x1000, 1), Record::new(0x1000, 2)];
-        assert_eq!(mark_reused(&mut r[..1], 0x1000), 1);
+        mark_reused(&mut r[..1], 0x1000);
         assert_eq!(find_released(&r, 2), None);
         assert_eq!(find_released(&r, 1), Some(0));
     }

@@ -73,9 +73,9 @@ pub(crate) enum Adopt {
 /// mapping is read only in `dma_map`, right after the driver made it, a
 /// revocable pin's mapping is never passed to the driver again, and its
 /// table is not passed either once [`HeldTables`] saw it released.
+/// `entries` is the checked number of pages of `table`.
 ///
-/// [`HeldTables`]: super::HeldTables  `entries` is the checked number of
-/// pages of `table`.
+/// [`HeldTables`]: super::HeldTables
 pub(crate) struct Pins {
     table: Option<PageTable>,
     entries: u32,

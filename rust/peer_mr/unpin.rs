@@ -10,7 +10,7 @@ use kernel::time::{delay::fsleep, Delta};
 
 use crate::glue::pr_warn_ratelimited;
 use crate::logic::state::{Action, State};
-use crate::nvidia::{PageTable, Unconfirmed, Unpin, Unpinned};
+use crate::nvidia::{Disarmed, PageTable, Unconfirmed, Unpin, Unpinned};
 use crate::pin_gate::TableSide;
 use crate::stats::{ErrorKind, STATS};
 
@@ -89,19 +89,12 @@ impl PeerMr {
                     STATS.unpinned(self.range.len());
                 }
             }
+            // Another user's put had released the pin (rust/nvidia/held.rs):
+            // none was made, and its callback is gone with it.
             Ok(Unpinned::ReleasedUnderUs(proof)) => {
-                let mut inner = self.inner.lock();
-                if !inner.state.unpin_end() {
-                    return;
-                }
-                STATS.unpinned(self.range.len());
                 STATS.released_under_us();
-                let cb = inner.callback.take();
-                drop(inner);
-                if let Some(cb) = cb {
-                    cb.release(proof);
-                }
                 self.said_released_under_us();
+                self.settle_put(Ok(proof));
             }
             Ok(Unpinned::Answered(answered)) => {
                 // The driver answered 0: released, or not found for this
@@ -111,37 +104,7 @@ impl PeerMr {
                     Some(reach) => self.client.nvidia.confirm_put(answered, reach),
                     None => Err(Unconfirmed),
                 };
-                let mut inner = self.inner.lock();
-                // `unpin_end`: the callback did not take its reference.
-                if !inner.state.unpin_end() {
-                    return;
-                }
-                STATS.unpinned(self.range.len());
-                let Some(cb) = inner.callback.take() else {
-                    return;
-                };
-                match confirmed {
-                    // It never will.
-                    Ok(proof) => {
-                        drop(inner);
-                        cb.release(proof);
-                    }
-                    // It may still come: the tombstone waits for it (parked
-                    // under our lock, which a callback racing with this
-                    // takes before it looks for a parked reference).
-                    Err(_) => {
-                        cb.park();
-                        drop(inner);
-                        if !TOMBSTONE_SAID.swap(true, Relaxed) {
-                            pr_warn!(
-                                "a pin was put by a process that no longer reaches its memory \
-                                 (its RM client is gone, e.g. an MPS client process that exited): \
-                                 kept as a tombstone until the owner frees the memory \
-                                 (said once; debugfs stats: tombstones)\n"
-                            );
-                        }
-                    }
-                }
+                self.settle_put(confirmed);
             }
             Err(Unpin::Foreign(table)) => {
                 // The owner changed under us (cannot happen: checked under
@@ -179,6 +142,43 @@ impl PeerMr {
                         "the NVIDIA driver failed to release a persistent pin ({:?}): \
                          the GPU memory may stay pinned until the driver unloads\n",
                         e
+                    );
+                }
+            }
+        }
+    }
+
+    /// After a revocable put that returned (or was found unneeded): ends
+    /// `Unpinning` and gives the callback's reference back on `confirmed`'s
+    /// proof, or parks it in the tombstone.
+    fn settle_put(&self, confirmed: core::result::Result<Disarmed, Unconfirmed>) {
+        let mut inner = self.inner.lock();
+        // `unpin_end`: the callback did not take its reference.
+        if !inner.state.unpin_end() {
+            return;
+        }
+        STATS.unpinned(self.range.len());
+        let Some(cb) = inner.callback.take() else {
+            return;
+        };
+        match confirmed {
+            // It never will.
+            Ok(proof) => {
+                drop(inner);
+                cb.release(proof);
+            }
+            // It may still come: the tombstone waits for it (parked
+            // under our lock, which a callback racing with this
+            // takes before it looks for a parked reference).
+            Err(_) => {
+                cb.park();
+                drop(inner);
+                if !TOMBSTONE_SAID.swap(true, Relaxed) {
+                    pr_warn!(
+                        "a pin was put by a process that no longer reaches its memory \
+                         (its RM client is gone, e.g. an MPS client process that exited): \
+                         kept as a tombstone until the owner frees the memory \
+                         (said once; debugfs stats: tombstones)\n"
                     );
                 }
             }
