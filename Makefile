@@ -6,6 +6,10 @@
 #                        NCCL, UCX and NVSHMEM detect (see Kbuild)
 #   make demo            the bench's main job: boot a VM, load the module, show it working
 #   make test            the whole suite: host tests + every kernel of the matrix in QEMU
+#                        (ends with a per-phase table and the critical path)
+#   make quick           the contributors' loop: every module-* case in one boot of one
+#                        Debian kernel (KVER=, default the newest); no host tests, no
+#                        packaging, no controls
 #   make bench           registration cost of peer-memory clients on the simulators'
 #                        latency model (BENCH_CLIENTS="KO|LABEL|PARAMS;..."): a table,
 #                        bench.json and bench.svg (tests/vm/cases/bench.sh)
@@ -34,7 +38,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 # A clang-built kernel (our debug kernel) needs its modules built with LLVM=1.
 KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLVM=1)
 
-.PHONY: all modules modules_install clean demo test bench stress vm-shell check route-test
+.PHONY: all modules modules_install clean demo test quick bench stress vm-shell check route-test
 
 all: modules
 
@@ -66,6 +70,9 @@ demo:
 
 test:
 	bash tests/bench/run.sh
+
+quick:
+	bash tests/bench/run.sh --quick
 
 bench:
 	bash tests/bench/run.sh --bench

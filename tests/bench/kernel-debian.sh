@@ -22,7 +22,9 @@ grep -q '^CONFIG_RUST=y' "$ROOT$K/.config" || die "$KVER has CONFIG_RUST off: it
 
 key=$(echo "$KVER $want $(debian_pkgver "$KVER")" | sha256sum | cut -c1-12)
 tarball=$CACHE/rust-meta-$KVER-$key.tar.zst
+T0=$SECONDS; built=cached
 if ! stamp_ok "rust-meta-$KVER-$key" && [ ! -f "$tarball" ]; then
+  built=built
   src=linux-source-$(kseries "$KVER"); B=/build/$src; O=/build/meta-$KVER
   log "$KVER: rebuilding the Rust metadata from $src (modules_prepare)"
   if [ ! -d "$ROOT$B" ]; then
@@ -73,4 +75,6 @@ done
 install -m 755 "$TOP/tests/vm/init.initramfs" "$I/init"
 in_root sh -c "cd /build/initramfs-$KVER && find . | cpio -o -H newc --quiet | gzip -1" > "$V/initrd.img"
 rm -rf "$I"
+[ $built = cached ] || fresh_record "rust-meta-$KVER-$key" $((SECONDS - T0))
+fresh_note "kernel $KVER" "rust-meta-$KVER-$key" $built
 log "$KVER ready"

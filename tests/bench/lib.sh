@@ -64,11 +64,28 @@ bench_lock() { # bench_lock NAME
   fi
 }
 
-# Timing of a step, for the summaries.
+# Timing of a step, for the summaries.  With BENCH_PHASES set (run.sh sets
+# it for its own steps), each step also appends "LABEL START END RC" (epoch
+# seconds, tab-separated) there: the per-phase table and the critical path
+# at the end of `make test` (tests/bench/phases.sh).
 timed() { # timed LABEL cmd...
   local t0 rc=0 label=$1; shift
   t0=$(date +%s.%N)
   "$@" || rc=$?
   printf 'TIME %-40s %7.1f s rc=%d\n' "$label" "$(echo "$(date +%s.%N) - $t0" | bc)" $rc >&2
+  [ -z "${BENCH_PHASES:-}" ] || printf '%s\t%.1f\t%.1f\t%d\n' "$label" "$t0" "$(date +%s.%N)" $rc >> "$BENCH_PHASES"
   return $rc
+}
+
+# What a cached preparation step cost when it was built: the step records
+# its build time under $CACHE/fresh-times/ (fresh_record), and writes into
+# $BENCH_FRESH (run.sh's, when set) whether this run built it or took it
+# from the cache, with that cost: the per-phase table projects a fresh run
+# from a warm one with it.
+fresh_record() { # fresh_record STEP-KEY SECONDS
+  mkdir -p "$CACHE/fresh-times"; echo "$2" > "$CACHE/fresh-times/$1"
+}
+fresh_note() { # fresh_note PHASE-LABEL STEP-KEY built|cached
+  [ -n "${BENCH_FRESH:-}" ] || return 0
+  printf '%s\t%s\t%s\n' "$1" "$3" "$(cat "$CACHE/fresh-times/$2" 2>/dev/null || echo '?')" >> "$BENCH_FRESH"
 }

@@ -9,7 +9,11 @@
 #   3. per kernel: build our modules, boot the VM, run the in-VM cases.
 # Last line: "N passed, N failed, N skipped" over everything; exit 1 on any
 # failure.
-#   run.sh [--demo | --bench | --stress | --shell KVER | --host-only]
+#   run.sh [--demo | --quick | --bench | --stress | --shell KVER | --host-only]
+#   --quick (make quick): the contributors' loop: one Debian kernel (KVER,
+#   default the newest), every module-* case of tests/vm/suite.list in one
+#   boot, whatever kernels the list gives them in make test; no host tests,
+#   no packaging, no controls (make check and make test have those).
 #   --bench (make bench): registration cost of the peer-memory clients under
 #   test on the simulators' latency model, on one kernel (BENCH_KERNEL); see
 #   tests/vm/cases/bench.sh for BENCH_CLIENTS and the other settings.
@@ -22,19 +26,23 @@
 . "$(dirname "$0")/lib.sh"
 mode=test
 case "${1:-}" in
-  --demo) mode=demo;; --bench) mode=bench;; --stress) mode=stress;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
-  "") ;; *) die "usage: run.sh [--demo | --bench | --stress | --shell KVER | --host-only]";;
+  --demo) mode=demo;; --quick) mode=quick;; --bench) mode=bench;; --stress) mode=stress;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
+  "") ;; *) die "usage: run.sh [--demo | --quick | --bench | --stress | --shell KVER | --host-only]";;
 esac
 KERNELS=${KERNELS:-$MATRIX_KERNELS}
 export STAGE
 DEFAULT_KERNEL=${DEBIAN_KERNELS##* }
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 T0=$(date +%s)
+# Every step's times (lib.sh timed) and what the cached steps cost to build:
+# the per-phase table at the end of make test (tests/bench/phases.sh).
+BENCH_PHASES=$RESULTS/phases.tsv; export BENCH_FRESH=$RESULTS/fresh.tsv
 passed=0; failed=0; skipped=0; failures=()
 record() { # record pass|fail|skip NAME
   case $1 in pass) passed=$((passed+1));; skip) skipped=$((skipped+1));; *) failed=$((failed+1)); failures+=("$2");; esac
 }
 summary() {
+  [ "$mode" != test ] || bash "$BENCH/phases.sh" "$BENCH_PHASES" "$BENCH_FRESH" "$T0" || true
   echo
   echo "== summary ($(( $(date +%s) - T0 )) s)"
   [ ${#failures[@]} = 0 ] || printf 'FAILED: %s\n' "${failures[@]}"
@@ -183,6 +191,11 @@ case $mode in
     k=${SHELL_KVER:-$DEFAULT_KERNEL}
     prepare_kernel "$k" && bash "$BENCH/build.sh" "$k" || exit 1
     exec bash "$BENCH/vm.sh" "$k" shell ;;
+  quick)
+    timed "simctl" run_cargo_tests --build-only tests/simctl || fatal "quick: building tests/simctl failed"
+    KERNELS=${KVER:-$DEFAULT_KERNEL}
+    is_debug_kernel "$KERNELS" && fatal "quick: KVER=$KERNELS: make quick boots a Debian kernel (make test CASES=... KERNELS=$KERNELS for the debug one)"
+    CASES=$(grep -oE '^module-[a-z0-9-]+' "$TOP/tests/vm/suite.list" | grep -vx module-modversions | paste -sd,) ;;
   demo)
     # The demo drives the simulators with simctl: build and stage it.
     timed "simctl" run_cargo_tests --build-only tests/simctl || fatal "demo: building tests/simctl failed"
@@ -319,21 +332,33 @@ fi
 [ -n "${CASES:-}" ] && CASES_GIVEN=1
 # The packaging cases run in `make test`, or with PKG_TESTS=1 next to CASES=.
 pkg_tests() { [ "$mode" = test ] && { [ -z "${CASES_GIVEN:-}" ] || [ "${PKG_TESTS:-}" = 1 ]; }; }
-# The last Debian kernel of KERNELS (the matrix lists them oldest first).
-NEWEST_IN_RUN=
-for k in $KERNELS; do is_debug_kernel "$k" || NEWEST_IN_RUN=$k; done
+# The first and the last Debian kernel of KERNELS (the matrix lists them
+# oldest first).
+NEWEST_IN_RUN=; OLDEST_IN_RUN=
+for k in $KERNELS; do is_debug_kernel "$k" || { NEWEST_IN_RUN=$k; OLDEST_IN_RUN=${OLDEST_IN_RUN:-$k}; }; done
+# scope_takes SCOPE KVER -- a suite.list scope (a comma list of all, debian,
+# oldest, newest, debug) takes that kernel.
+scope_takes() {
+  local w
+  for w in ${1//,/ }; do
+    case $w in
+      all) return 0;;
+      debian) is_debug_kernel "$2" || return 0;;
+      newest) [ "$2" = "$NEWEST_IN_RUN" ] && return 0;;
+      oldest) [ "$2" = "$OLDEST_IN_RUN" ] && return 0;;
+      debug) is_debug_kernel "$2" && return 0;;
+      *) echo "bench: tests/vm/suite.list: unknown scope '$w' (all, debian, oldest, newest, debug)" >&2;;
+    esac
+  done
+  return 1
+}
 # suite_cases [KVER]: tests/vm/suite.list's cases, in order; with KVER only
-# those whose scope (second column: all, debian, newest) takes that kernel.
+# those whose scope (second column) takes that kernel.
 suite_cases() {
   local k=${1:-} name scope
   while read -r name scope; do
     case $name in ''|'#'*) continue;; esac
-    case ${k:+${scope:-all}} in
-      ''|all) ;;
-      debian) is_debug_kernel "$k" && continue;;
-      newest) [ "$k" = "$NEWEST_IN_RUN" ] || continue;;
-      *) echo "bench: tests/vm/suite.list: $name: unknown scope '$scope' (all, debian, newest)" >&2; continue;;
-    esac
+    [ -z "$k" ] || scope_takes "${scope:-all}" "$k" || continue
     echo "$name"
   done < "$TOP/tests/vm/suite.list" | paste -sd,
 }
