@@ -10,6 +10,8 @@
 #   make quick           the contributors' loop: every module-* case in one boot of one
 #                        Debian kernel (KVER=, default the newest); no host tests, no
 #                        packaging, no controls
+#   make cross           the module cross-built for Debian's arm64 kernel (GH200/GB200
+#                        hosts), with the build's checks (tests/bench/cross-arm64.sh)
 #   make bench           registration cost of peer-memory clients on the simulators'
 #                        latency model (BENCH_CLIENTS="KO|LABEL|PARAMS;..."): a table,
 #                        bench.json and bench.svg (tests/vm/cases/bench.sh)
@@ -38,7 +40,7 @@ KDIR ?= /lib/modules/$(shell uname -r)/build
 # A clang-built kernel (our debug kernel) needs its modules built with LLVM=1.
 KBUILD_LLVM := $(if $(shell grep -s '^CONFIG_CC_IS_CLANG=y' $(KDIR)/.config),LLVM=1)
 
-.PHONY: all modules modules_install clean demo test quick bench stress vm-shell check route-test
+.PHONY: all modules modules_install clean demo test quick cross bench stress vm-shell check route-test
 
 all: modules
 
@@ -73,6 +75,9 @@ test:
 
 quick:
 	bash tests/bench/run.sh --quick
+
+cross:
+	bash tests/bench/run.sh --cross
 
 bench:
 	bash tests/bench/run.sh --bench

@@ -64,7 +64,7 @@ else
   log "caching the debug kernel build as $tarball"
   # Out-of-tree modules need the configured tree, Module.symvers and the Rust
   # metadata, not the objects.
-  tar -C "$ROOT" --zstd -cf "$tarball.tmp" --exclude='*.o' --exclude='*.a' --exclude="${O#/}/*.ko" --exclude='.*.cmd' \
+  tar -C "$ROOT" -I "zstd -T0 -3" -cf "$tarball.tmp" --exclude='*.o' --exclude='*.a' --exclude="${O#/}/*.ko" --exclude='.*.cmd' \
       --exclude=vmlinux --exclude='.tmp_vmlinux*' --exclude='vmlinux.bin*' "${O#/}" "lib/modules/$KREL" \
     && mv "$tarball.tmp" "$tarball"
   ls -la "$tarball"

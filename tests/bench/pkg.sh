@@ -13,7 +13,8 @@
 #                         trixie's 6.12 (Rust off), a tree without metadata and
 #                         a mismatched rustc, then `make deb`, the .deb's
 #                         install (DKMS builds), purge (nothing left); the
-#                         module cross-built for arm64 (cross-arm64.sh; PKG_ARM64=0 skips)
+#                         module cross-built for arm64 (cross-arm64.sh) with PKG_ARM64=1
+#                         (make test leaves it to make cross)
 # Prints "ok - ..." / "FAIL - ..." lines; the counts go to
 # $RESULTS/pkg-<what>.counts ("passed failed skipped"), which run.sh adds up.
 # Everything it installs into the shared chroot it removes again.

@@ -9,7 +9,10 @@
 #   3. per kernel: build our modules, boot the VM, run the in-VM cases.
 # Last line: "N passed, N failed, N skipped" over everything; exit 1 on any
 # failure.
-#   run.sh [--demo | --quick | --bench | --stress | --shell KVER | --host-only]
+#   run.sh [--demo | --quick | --cross | --bench | --stress | --shell KVER | --host-only]
+#   --cross (make cross): the module cross-built for Debian's arm64 kernel
+#   (tests/bench/cross-arm64.sh), alone: the cross-build's preparation (the
+#   arm64 kernel's Rust metadata) costs minutes on a fresh machine.
 #   --quick (make quick): the contributors' loop: one Debian kernel (KVER,
 #   default the newest), every module-* case of tests/vm/suite.list in one
 #   boot, whatever kernels the list gives them in make test; no host tests,
@@ -26,7 +29,7 @@
 . "$(dirname "$0")/lib.sh"
 mode=test
 case "${1:-}" in
-  --demo) mode=demo;; --quick) mode=quick;; --bench) mode=bench;; --stress) mode=stress;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
+  --demo) mode=demo;; --quick) mode=quick;; --cross) mode=cross;; --bench) mode=bench;; --stress) mode=stress;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
   "") ;; *) die "usage: run.sh [--demo | --quick | --bench | --stress | --shell KVER | --host-only]";;
 esac
 KERNELS=${KERNELS:-$MATRIX_KERNELS}
@@ -90,7 +93,14 @@ run_cargo_tests() { # run_cargo_tests [--build-only CRATE...]
           sh -c "cd $STAGE/host/$d && cargo build --locked --release --quiet" ||
         { echo "cargo build --release of $d failed"; echo "0 1 0" >> "$RESULTS/cargo-$(echo "$d" | tr / _).counts"; rc=1; }
       mkdir -p "$ROOT$STAGE/bin"
-      find "$ROOT$target/release" -maxdepth 1 -type f -executable -exec cp {} "$ROOT$STAGE/bin/" \;
+      # A VM may be running the staged binaries (make test builds the
+      # crates' tests while the debug kernel's VM runs): a changed binary
+      # replaces the staged one by a rename, never rewritten in place.
+      local b
+      for b in $(find "$ROOT$target/release" -maxdepth 1 -type f -executable); do
+        cmp -s "$b" "$ROOT$STAGE/bin/${b##*/}" ||
+          { cp "$b" "$ROOT$STAGE/bin/.${b##*/}.new" && mv -f "$ROOT$STAGE/bin/.${b##*/}.new" "$ROOT$STAGE/bin/${b##*/}"; }
+      done
     fi
   done
   return $rc
@@ -109,9 +119,10 @@ contact_check() {
   if bash "$TOP/scripts/contact.sh" check "$TOP" > "$RESULTS/contact.out" 2>&1; then record pass contact; else
     grep -v '^ok ' "$RESULTS/contact.out"; record fail contact; fi
 }
-if [ "$mode" = test ] || [ "$mode" = host ]; then
-  if timed rustfmt rustfmt_check; then record pass rustfmt; else record fail rustfmt; fi
-  contact_check
+# The host-side tests: in make test once the debug kernel's VM runs (its
+# path is the longest: the cargo tests' two minutes go beside it, not
+# before it), alone in run.sh --host-only.
+host_tests() {
   timed "cargo tests" run_cargo_tests || true
   for c in "$RESULTS"/cargo-*.counts; do
     [ -f "$c" ] || continue
@@ -121,7 +132,21 @@ if [ "$mode" = test ] || [ "$mode" = host ]; then
       [ "$f" = 0 ] || failures+=("$name")
     done < "$c"
   done
-  [ "$mode" = host ] && { summary; exit $?; }
+}
+HOST_TESTS_DONE=
+if [ "$mode" = cross ]; then
+  out=$(timed "cross arm64" bash "$BENCH/cross-arm64.sh" 2>&1) || true
+  echo "$out"
+  while read -r l; do
+    case $l in "ok   - "*) record pass arm64;; "FAIL - "*) record fail "arm64: ${l#FAIL - }";; esac
+  done <<< "$out"
+  grep -q 'imports' <<< "$out" || record fail "arm64: the cross-build did not reach its last check"
+  summary; exit $?
+fi
+if [ "$mode" = test ] || [ "$mode" = host ]; then
+  if timed rustfmt rustfmt_check; then record pass rustfmt; else record fail rustfmt; fi
+  contact_check
+  if [ "$mode" = host ]; then host_tests; summary; exit $?; fi
 fi
 
 # --- kernels -------------------------------------------------------------------
@@ -235,9 +260,9 @@ esac
 # The negative controls (tests/vm/selfcheck.list), in a boot of their own:
 # each must fail, for the reason its regex names.
 # selfcheck_boot KVER: that boot (its console in selfcheck-KVER.out);
-# `make test` starts it in the background once the Debian kernels' VMs are
-# done, beside the packaging cases and the rest of the debug kernel's suite
-# (SC_PID).
+# `make test` boots it in the background lane right after the debug
+# kernel's suite (SC_IN_LANE), beside the Debian kernels and the packaging
+# cases; CASES=... with the controls named boots them alone.
 # The host layouts (tests/bench/hosts.sh, host side, then the VM case
 # host-layouts) ride in that boot too: host-layouts first, before any
 # control has left a report or a leak behind.  `make test` runs hosts.sh
@@ -281,7 +306,8 @@ SC_PID=
 selfcheck() { # selfcheck KVER: judge the controls (booting them first unless started)
   local k=$1 out=$RESULTS/selfcheck-$1.out name re
   echo "-- $k: negative controls (each must be caught)"
-  if [ -n "$SC_PID" ]; then wait "$SC_PID" || true; SC_PID=; else selfcheck_boot "$k"; fi
+  if [ -n "${SC_IN_LANE:-}" ]; then :   # booted by the background lane, which has ended
+  elif [ -n "$SC_PID" ]; then wait "$SC_PID" || true; SC_PID=; else selfcheck_boot "$k"; fi
   grep -E '^(TIME selfcheck|VMRETRY|VM stuck|VM died)' "$out" || true
   echo "-- $k: host layouts (tests/bench/hosts.sh, then host-layouts in that boot)"
   grep -E '^(ok|FAIL) |^    \|' "$RESULTS/hosts-$k.out" || true
@@ -430,8 +456,17 @@ run_kernel() { # run_kernel KVER
   fi
   [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k")${BG:+ (in the background)}"
   if [ -n "${BG:-}" ]; then
-    VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
-      timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 &
+    # The background lane: this kernel's VM, then (CONTROLS_LANE=1) the
+    # negative controls' boot, once hosts.sh has said whether its layouts
+    # ride in it ($RESULTS/hosts.rc, written by the foreground).
+    {
+      VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
+        timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1
+      if [ -n "${CONTROLS_LANE:-}" ]; then
+        while [ ! -f "$RESULTS/hosts.rc" ]; do sleep 2; done
+        HOSTS_RC=$(cat "$RESULTS/hosts.rc"); selfcheck_boot "$k"
+      fi
+    } &
     BG_PID=$!
     return 0
   fi
@@ -473,34 +508,40 @@ collect_vm() { # collect_vm KVER
 # in `make test` with other kernels it boots first and runs in the
 # background while the Debian kernels build and boot (two VMs, two cores).
 bg_k=; BG_PID=
+# make test with the debug kernel and others: its VM, then the negative
+# controls' boot, run in the background lane (CONTROLS_LANE) while the
+# foreground runs the host tests, hosts.sh, the Debian kernels and the
+# packaging cases: the longest path starts first and nothing waits on it.
+controls_wanted() { [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ]; }
 for k in $KERNELS; do
   if [ "$mode" = test ] && is_debug_kernel "$k" && [ "$(echo $KERNELS | wc -w)" -gt 1 ]; then
-    if BG=1 run_kernel "$k"; then bg_k=$k; fi
+    # The cases drive the simulators with simctl: staged before the VM boots.
+    timed "simctl" run_cargo_tests --build-only tests/simctl || record fail "simctl"
+    CONTROLS_LANE=; controls_wanted && CONTROLS_LANE=1
+    if BG=1 CONTROLS_LANE=$CONTROLS_LANE run_kernel "$k"; then bg_k=$k; fi
   fi
 done
-# make test: the negative controls' boot, its host side now.
-controls_too() { [ -n "$bg_k" ] && [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ]; }
+controls_too() { [ -n "$bg_k" ] && controls_wanted; }
+# make test: the negative controls' boot, its host side now (while nothing
+# else changes the chroot); the lane starts that boot when it is done.
 if controls_too; then
   hosts_step "$bg_k" > "$RESULTS/hosts-$bg_k.out" 2>&1; HOSTS_RC=$?
+  echo "$HOSTS_RC" > "$RESULTS/hosts.rc"
+  SC_IN_LANE=1
 fi
+[ "$mode" = test ] && host_tests
 for k in $KERNELS; do
   [ "$k" = "$bg_k" ] && continue
   if [ "$mode" = test ] && is_debug_kernel "$k" && [ "$(echo $KERNELS | wc -w)" -gt 1 ]; then continue; fi
   run_kernel "$k" || true
 done
-# The controls' boot beside the packaging cases and the debug kernel's
-# suite: two VMs and the packaging's builds on two cores, instead of the
-# controls alone at the end.
-if controls_too; then
-  echo; echo "== kernel $bg_k: negative controls' boot (in the background)"
-  selfcheck_boot "$bg_k" & SC_PID=$!
-fi
 # Packaging cases run once per run, on the first prepared Debian kernel of the matrix.
 if pkg_tests; then
   for k in $KERNELS; do
     is_debug_kernel "$k" && continue
     echo; echo "== packaging ($k)"
-    timed "packaging" bash "$BENCH/pkg.sh" host "$k" || true
+    # The arm64 cross-build has a target of its own (make cross).
+    PKG_ARM64=${PKG_ARM64:-0} timed "packaging" bash "$BENCH/pkg.sh" host "$k" || true
     break
   done
 fi
