@@ -12,9 +12,8 @@
 #                         on fake trees, validate.sh --dry-run), DKMS declining
 #                         trixie's 6.12 (Rust off), a tree without metadata and
 #                         a mismatched rustc, then `make deb`, the .deb's
-#                         install (DKMS builds), purge (nothing left); the
-#                         module cross-built for arm64 (cross-arm64.sh) with PKG_ARM64=1
-#                         (make test leaves it to make cross)
+#                         install (DKMS builds), purge (nothing left) (the
+#                         arm64 cross-build is make cross's)
 # Prints "ok - ..." / "FAIL - ..." lines; the counts go to
 # $RESULTS/pkg-<what>.counts ("passed failed skipped"), which run.sh adds up.
 # Everything it installs into the shared chroot it removes again.

@@ -30,7 +30,7 @@
 mode=test
 case "${1:-}" in
   --demo) mode=demo;; --quick) mode=quick;; --cross) mode=cross;; --bench) mode=bench;; --stress) mode=stress;; --shell) mode=shell; SHELL_KVER=${2:-};; --host-only) mode=host;;
-  "") ;; *) die "usage: run.sh [--demo | --quick | --bench | --stress | --shell KVER | --host-only]";;
+  "") ;; *) die "usage: run.sh [--demo | --quick | --cross | --bench | --stress | --shell KVER | --host-only]";;
 esac
 KERNELS=${KERNELS:-$MATRIX_KERNELS}
 export STAGE
@@ -97,7 +97,8 @@ run_cargo_tests() { # run_cargo_tests [--build-only CRATE...]
       # crates' tests while the debug kernel's VM runs): a changed binary
       # replaces the staged one by a rename, never rewritten in place.
       local b
-      for b in $(find "$ROOT$target/release" -maxdepth 1 -type f -executable); do
+      for b in "$ROOT$target"/release/*; do
+        [ -f "$b" ] && [ -x "$b" ] || continue
         cmp -s "$b" "$ROOT$STAGE/bin/${b##*/}" ||
           { cp "$b" "$ROOT$STAGE/bin/.${b##*/}.new" && mv -f "$ROOT$STAGE/bin/.${b##*/}.new" "$ROOT$STAGE/bin/${b##*/}"; }
       done
@@ -133,7 +134,6 @@ host_tests() {
     done < "$c"
   done
 }
-HOST_TESTS_DONE=
 if [ "$mode" = cross ]; then
   out=$(timed "cross arm64" bash "$BENCH/cross-arm64.sh" 2>&1) || true
   echo "$out"
@@ -302,12 +302,11 @@ case_failed_for() {
   section=$(sed -n "/VMCASE-BEGIN $2\$/,/VMCASE-END $2 /p" "$1")
   grep -q "VMCASE-END $2 FAIL" <<< "$section" && grep -qE "$3" <<< "$section"
 }
-SC_PID=
 selfcheck() { # selfcheck KVER: judge the controls (booting them first unless started)
   local k=$1 out=$RESULTS/selfcheck-$1.out name re
   echo "-- $k: negative controls (each must be caught)"
-  if [ -n "${SC_IN_LANE:-}" ]; then :   # booted by the background lane, which has ended
-  elif [ -n "$SC_PID" ]; then wait "$SC_PID" || true; SC_PID=; else selfcheck_boot "$k"; fi
+  # make test boots them in the background lane, which has ended by now.
+  [ -n "${SC_IN_LANE:-}" ] || selfcheck_boot "$k"
   grep -E '^(TIME selfcheck|VMRETRY|VM stuck|VM died)' "$out" || true
   echo "-- $k: host layouts (tests/bench/hosts.sh, then host-layouts in that boot)"
   grep -E '^(ok|FAIL) |^    \|' "$RESULTS/hosts-$k.out" || true
@@ -504,11 +503,9 @@ collect_vm() { # collect_vm KVER
   if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && is_debug_kernel "$k"; then selfcheck "$k"; fi
 }
 
-# The debug kernel's VM is the longest (KASAN, lockdep, kmemleak under TCG):
-# in `make test` with other kernels it boots first and runs in the
-# background while the Debian kernels build and boot (two VMs, two cores).
 bg_k=; BG_PID=
-# make test with the debug kernel and others: its VM, then the negative
+# make test with the debug kernel (KASAN, lockdep, kmemleak under TCG) and
+# others: its VM, then the negative
 # controls' boot, run in the background lane (CONTROLS_LANE) while the
 # foreground runs the host tests, hosts.sh, the Debian kernels and the
 # packaging cases: the longest path starts first and nothing waits on it.
@@ -540,8 +537,7 @@ if pkg_tests; then
   for k in $KERNELS; do
     is_debug_kernel "$k" && continue
     echo; echo "== packaging ($k)"
-    # The arm64 cross-build has a target of its own (make cross).
-    PKG_ARM64=${PKG_ARM64:-0} timed "packaging" bash "$BENCH/pkg.sh" host "$k" || true
+    timed "packaging" bash "$BENCH/pkg.sh" host "$k" || true
     break
   done
 fi
