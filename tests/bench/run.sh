@@ -302,6 +302,15 @@ case_failed_for() {
   section=$(sed -n "/VMCASE-BEGIN $2\$/,/VMCASE-END $2 /p" "$1")
   grep -q "VMCASE-END $2 FAIL" <<< "$section" && grep -qE "$3" <<< "$section"
 }
+# control_said CONSOLE NAME -- what a control that was not caught said: its
+# verdict line (or that it never ended) and its first failures and infos.
+control_said() {
+  local section
+  section=$(sed -n "/VMCASE-BEGIN $2\$/,/VMCASE-END $2 /p" "$1")
+  if [ -z "$section" ]; then echo "    (no VMCASE-BEGIN $2 line in $1)"; return; fi
+  grep -E "^(FAIL|info) |VMCASE-END $2 " <<< "$section" | head -n 12 | sed 's/^/    /'
+  grep -q "VMCASE-END $2 " <<< "$section" || echo "    (no VMCASE-END $2 line: the VM died or its console split the line)"
+}
 selfcheck() { # selfcheck KVER: judge the controls (booting them first unless started)
   local k=$1 out=$RESULTS/selfcheck-$1.out name re
   echo "-- $k: negative controls (each must be caught)"
@@ -317,6 +326,7 @@ selfcheck() { # selfcheck KVER: judge the controls (booting them first unless st
       echo "ok   - control $name was caught ($re)"; record pass "selfcheck:$name"
     else
       echo "FAIL - control $name was NOT caught by the bench (wanted: $re)"; record fail "$k:selfcheck:$name"
+      control_said "$out" "$name"
     fi
   done < "$TOP/tests/vm/selfcheck.list"
 }

@@ -22,6 +22,12 @@ mkdir -p "$ROOT$STAGE/vm"
 rsync -a --delete "$TOP/tests/vm/" "$ROOT$STAGE/vm/"
 
 APPEND="console=ttyS0 panic=-1 oops=panic loglevel=4 vmstage=$STAGE"
+# The cases read the kernel log since their marks (tests/vm/lib.sh
+# log_since): a ring buffer that wraps mid-case loses the mark.  The debug
+# kernel's default is 128 KiB (CONFIG_LOG_BUF_SHIFT=17), less than one
+# campaign's KASAN reports (the plant-use-after-callback control: about
+# 20 reports of ~6 KiB).  (make stress asks for 64M after this.)
+APPEND="$APPEND log_buf_len=16M"
 if is_debug_kernel "$KVER"; then
   BOOT=(-kernel "$ROOT/build/kernel-$KVER/arch/x86/boot/bzImage")
   APPEND="$APPEND root=rootfs rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose ro init=$STAGE/vm/entry.sh"

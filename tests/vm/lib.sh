@@ -68,7 +68,18 @@ fails_with() { # fails_with "description" "regex of the error" cmd...
 # WARNING lines are then allowed, nothing else is.
 EXPECT_WARN_FILE=/tmp/expect-warn
 log_mark() { echo "VMMARK $1" > /dev/kmsg; }
-log_since() { dmesg | sed -n "/VMMARK $1\$/,\$p" | tail -n +2; }
+# A mark the ring buffer no longer holds (it wrapped: vm.sh's log_buf_len
+# makes that unlikely) would hide every report after it: log_since then
+# prints a report of its own instead, which fails the case.
+log_since() {
+  local log
+  log=$(dmesg)
+  if ! grep -q "VMMARK $1\$" <<< "$log"; then
+    echo "BUG: the kernel log no longer holds 'VMMARK $1' (its ring buffer wrapped): what was logged since cannot be checked"
+    return 0
+  fi
+  sed -n "/VMMARK $1\$/,\$p" <<< "$log" | tail -n +2
+}
 BAD_LOG_RE='BUG: |WARNING:|UBSAN:|Oops|general protection fault|possible recursive locking|possible circular locking|inconsistent lock state|suspicious RCU usage|blocked for more than|soft lockup|hard LOCKUP|kmemleak: .*new suspected memory leak|kernel BUG at|list_add corruption|list_del corruption|refcount_t:'
 log_reports() { # log_reports MARK: print the kernel reports logged since MARK
   local reports
