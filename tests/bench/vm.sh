@@ -89,6 +89,9 @@ t0=$(date +%s)
 : > "$LOG"
 if ! boot; then echo "VMRETRY: booting $KVER once more"; : > "$LOG"; boot || true; fi
 wall=$(( $(date +%s) - t0 ))
+# The console's last line may lack its newline (QEMU stops mid-line): the
+# verdict lines below start lines of their own (run.sh greps ^VMSUMMARY).
+echo
 
 # Verdicts.
 pass=0; fail=0; skipped=0; failed=

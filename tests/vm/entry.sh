@@ -21,11 +21,14 @@ ip link set lo up
 . "${vmstage:-/peermem}/vm/lib.sh"
 
 poweroff_now() {
+  # The fifo before the power-off: once it starts, 9p is torn down and an
+  # exec'd program fails (an error printed half-way, seen as the console's
+  # unterminated last line).
+  mkfifo /run/halt.fifo
   sync
   echo o > /proc/sysrq-trigger
-  # Wait with a builtin: an exec'd program can fail while 9p is torn down,
-  # and PID 1 exiting would panic the kernel.
-  mkfifo /run/halt.fifo; read -t 60 <> /run/halt.fifo
+  # Wait with a builtin: PID 1 exiting would panic the kernel.
+  read -t 60 <> /run/halt.fifo
 }
 
 echo; echo "VMBOOT kernel $(uname -r) uptime $(uptime_s)s"
