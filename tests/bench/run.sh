@@ -283,10 +283,13 @@ hosts_step() {
   is_debug_kernel "$1" || return 1
   timed "hosts $1" bash "$BENCH/hosts.sh" "$1"
 }
+# case_section CONSOLE NAME -- the lines case NAME printed in that boot,
+# from its VMCASE-BEGIN to its VMCASE-END.
+case_section() { sed -n "/VMCASE-BEGIN $2\$/,/VMCASE-END $2 /p" "$1"; }
 # The verdicts of host-layouts in the boot whose console is FILE.
 judge_host_layouts() { # judge_host_layouts FILE KVER
   local section p f
-  section=$(sed -n "/VMCASE-BEGIN host-layouts\$/,/VMCASE-END host-layouts /p" "$1")
+  section=$(case_section "$1" host-layouts)
   [ -n "$section" ] || { echo "FAIL - host-layouts did not run on $2"; record fail "$2:host-layouts"; return; }
   grep -E '^(ok|FAIL|skip) ' <<< "$section" || true
   p=$(grep -c '^ok ' <<< "$section" || true); f=$(grep -c '^FAIL ' <<< "$section" || true)
@@ -299,14 +302,14 @@ judge_host_layouts() { # judge_host_layouts FILE KVER
 # report per operation) would die of SIGPIPE and fail the test.
 case_failed_for() {
   local section
-  section=$(sed -n "/VMCASE-BEGIN $2\$/,/VMCASE-END $2 /p" "$1")
+  section=$(case_section "$1" "$2")
   grep -q "VMCASE-END $2 FAIL" <<< "$section" && grep -qE "$3" <<< "$section"
 }
 # control_said CONSOLE NAME -- what a control that was not caught said: its
 # verdict line (or that it never ended) and its first failures and infos.
 control_said() {
   local section
-  section=$(sed -n "/VMCASE-BEGIN $2\$/,/VMCASE-END $2 /p" "$1")
+  section=$(case_section "$1" "$2")
   if [ -z "$section" ]; then echo "    (no VMCASE-BEGIN $2 line in $1)"; return; fi
   grep -E "^(FAIL|info) |VMCASE-END $2 " <<< "$section" | head -n 12 | sed 's/^/    /'
   grep -q "VMCASE-END $2 " <<< "$section" || echo "    (no VMCASE-END $2 line: the VM died or its console split the line)"
@@ -348,7 +351,7 @@ nvpm_control() { # nvpm_control KVER
         echo "ok   - control $name: NVIDIA's module passes, as its source says ($src)"; record pass "nvpm:$name"
       else
         echo "FAIL - control $name: NVIDIA's module fails where its source is right ($src): the bench is wrong"
-        sed -n "/VMCASE-BEGIN $name\$/,/VMCASE-END $name /p" "$out" | grep -E '^FAIL' | head -n 5
+        case_section "$out" "$name" | grep -E '^FAIL' | head -n 5
         record fail "$k:nvpm:$name"
       fi
     elif case_failed_for "$out" "$name" "$re"; then

@@ -26,7 +26,7 @@ APPEND="console=ttyS0 panic=-1 oops=panic loglevel=4 vmstage=$STAGE"
 # log_since): a ring buffer that wraps mid-case loses the mark.  The debug
 # kernel's default is 128 KiB (CONFIG_LOG_BUF_SHIFT=17), less than one
 # campaign's KASAN reports (the plant-use-after-callback control: about
-# 20 reports of ~6 KiB).  (make stress asks for 64M after this.)
+# 20 reports of ~4 KiB).  (make stress asks for 64M after this.)
 APPEND="$APPEND log_buf_len=16M"
 if is_debug_kernel "$KVER"; then
   BOOT=(-kernel "$ROOT/build/kernel-$KVER/arch/x86/boot/bzImage")
