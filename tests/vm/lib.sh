@@ -72,13 +72,13 @@ log_mark() { echo "VMMARK $1" > /dev/kmsg; }
 # makes that unlikely) would hide every report after it: log_since then
 # prints a report of its own instead, which fails the case.
 log_since() {
-  local log
-  log=$(dmesg)
-  if ! grep -q "VMMARK $1\$" <<< "$log"; then
-    echo "BUG: the kernel log no longer holds 'VMMARK $1' (its ring buffer wrapped): what was logged since cannot be checked"
-    return 0
-  fi
-  sed -n "/VMMARK $1\$/,\$p" <<< "$log" | tail -n +2
+  # One awk over dmesg (a process costs about half a second on the debug
+  # kernel under TCG, and every case calls this): the lines after the first
+  # that ends with the mark.
+  dmesg | awk -v m="VMMARK $1" '
+    found { print; next }
+    length($0) >= length(m) && substr($0, length($0) - length(m) + 1) == m { found = 1 }
+    END { if (!found) print "BUG: the kernel log no longer holds \x27" m "\x27 (its ring buffer wrapped): what was logged since cannot be checked" }'
 }
 BAD_LOG_RE='BUG: |WARNING:|UBSAN:|Oops|general protection fault|possible recursive locking|possible circular locking|inconsistent lock state|suspicious RCU usage|blocked for more than|soft lockup|hard LOCKUP|kmemleak: .*new suspected memory leak|kernel BUG at|list_add corruption|list_del corruption|refcount_t:'
 log_reports() { # log_reports MARK: print the kernel reports logged since MARK
@@ -91,6 +91,14 @@ log_reports() { # log_reports MARK: print the kernel reports logged since MARK
   return 0
 }
 
+# module_loaded NAME -- NAME is in /proc/modules (read by a builtin loop:
+# see log_since).
+module_loaded() {
+  local n _
+  while read -r n _; do [ "$n" = "$1" ] && return 0; done < /proc/modules
+  return 1
+}
+
 # rmmod_settled MODULE -- rmmod once the module's last references are gone:
 # peermem_rs gives a free callback's reference back from its own work
 # queue (so that no code of the module runs after its last reference), a
@@ -100,7 +108,7 @@ rmmod_settled() {
   local i out
   for i in $(seq 30); do
     out=$(rmmod "$1" 2>&1) && return 0
-    grep -q 'in use' <<< "$out" || { echo "$out" >&2; return 1; }
+    [[ $out == *'in use'* ]] || { echo "$out" >&2; return 1; }
     sleep 0.1
   done
   echo "$out" >&2; return 1
@@ -109,7 +117,7 @@ rmmod_settled() {
 run_case() { # run_case NAME -- run one case, print its verdict lines
   local name=$1 t0 r reports f=$CASES/$1.sh
   echo "VMCASE-BEGIN $name"
-  t0=$(date +%s.%N)
+  t0=$EPOCHREALTIME
   rm -f "$EXPECT_WARN_FILE"
   log_mark "$name"
   if [ "$name" = kmemleak ]; then
@@ -131,7 +139,9 @@ run_case() { # run_case NAME -- run one case, print its verdict lines
   fi
   local verdict=FAIL
   case $r in 0) verdict=PASS;; 77) verdict=SKIP;; esac
-  echo "VMCASE-END $name $verdict $(printf %.1f "$(echo "$(date +%s.%N) - $t0" | bc)")"
+  # (Bash's clock, not date and bc: see log_since.)
+  local us=$(( ${EPOCHREALTIME/./} - ${t0/./} ))
+  echo "VMCASE-END $name $verdict $((us / 1000000)).$((us % 1000000 / 100000))"
 }
 
 # The kernel log of the boot, up to the first case: no report allowed.
@@ -153,7 +163,7 @@ kmemleak_case() {
   echo scan > $k; sleep 6; echo scan > $k
   # (debugfs files report size 0: read the report, do not test its size)
   local report
-  report=$(cat $k)
+  report=$(< $k)
   if [ -n "$report" ]; then
     echo "FAIL - kmemleak reports:"; head -n 60 <<< "$report"; return 1
   fi

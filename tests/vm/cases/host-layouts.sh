@@ -33,7 +33,7 @@ layout() {
   check "$name: ... the loader said nothing about symbol versions or unknown symbols" \
     no_line "$name" 'symbol version|disagrees about version|Unknown symbol|no extended symbol version' ||
     log_since "$name" | grep -E 'symbol version|disagrees about version|Unknown symbol|no extended symbol version' | head -3
-  check "$name: ... allow_unversioned is off" test "$(cat /sys/module/$mod/parameters/allow_unversioned)" = N
+  check "$name: ... allow_unversioned is off" test "$(< /sys/module/$mod/parameters/allow_unversioned)" = N
   check "$name: ... its load line names a CRC binding" grep -qE "$mod: .*loaded: .*, binding crc: " <(log_since "$name")
   # shellcheck disable=SC2016 # simctl's own variables
   check "$name: ... and it serves registrations" sim_run 'A=gpu alloc 2M; H=core reg $A 2M; core dma-check $H; core dereg $H; gpu free $A'

@@ -27,7 +27,7 @@ foreign() {
     # The module knows the driver's put would find nothing from here: it
     # does not make one (README, "Deregistration from another process").
     check "$how: the module made no put the driver would ignore" test "$(gpu_get foreign_puts)" = 0
-    check "$how: peermem_rs keeps its module reference (rmmod would be refused)" test "$(cat $REFCNT)" -ge 1
+    check "$how: peermem_rs keeps its module reference (rmmod would be refused)" test "$(< $REFCNT)" -ge 1
     if grep -q '^orphaned_pins ' "$STATS"; then
       check "$how: the module counts the orphaned pin" test "$(pm_stat orphaned_pins)" = 1
     fi
@@ -40,7 +40,7 @@ foreign() {
   check "$how: the owner's cudaFree ran" test $r = 0
   check "$how: pinned until the cudaFree, released by it" \
     test "$(sed -n '/^PINS-BEFORE-FREE/{n;p}' $out),$(sed -n '/^PINS-AFTER-FREE/{n;p}' $out)" = 1,0
-  check "$how: no reference left after the callback" test "$(cat $REFCNT)" = 0
+  check "$how: no reference left after the callback" test "$(< $REFCNT)" = 0
 }
 
 foreign 'fork core dereg $H'

@@ -26,10 +26,10 @@ CLIENT_GO=/tmp/mps.client.go
 refcnt_settles() {
   local i
   for i in $(seq 30); do
-    [ "$(cat $REFCNT)" = "$1" ] && return 0
+    [ "$(< $REFCNT)" = "$1" ] && return 0
     sleep 0.1
   done
-  echo "refcnt $(cat $REFCNT), expected $1" >&2; return 1
+  echo "refcnt $(< $REFCNT), expected $1" >&2; return 1
 }
 
 # mps ORDER ARMED -- an owner process allocates at $VA and shares it with a
@@ -83,7 +83,7 @@ mps() {
   fi
   if [ $armed = 1 ]; then
     check "$order: peermem_rs keeps its module reference while the callback may come (rmmod refused)" \
-      test "$(cat $REFCNT)" -ge 1
+      test "$(< $REFCNT)" -ge 1
     fails_with "$order: rmmod is refused" 'in use' rmmod peermem_rs
   fi
   : > $OWNER_GO

@@ -105,7 +105,7 @@ check "pins/mappings 1/1 while registered, 0/0 after dereg" test "$(grep -xE '[0
 check "cudaFree while registered: free callback -> invalidate -> fenced" \
   sim_run 'A=gpu alloc 4M fragmented:2; H=core reg $A 4M; core dma-check $H; gpu free $A; !ESTALE core dma-check $H; core query $H; gpu get free_callbacks; core get invalidations; core dereg $H; gpu get pins'
 has "^query handle=1 state=invalidated" && has "^0$" || bad "state after cudaFree"
-check "num_free_callbacks counts the invalidation" test "$(cat $P/num_free_callbacks)" -ge 1
+check "num_free_callbacks counts the invalidation" test "$(< $P/num_free_callbacks)" -ge 1
 # The counters as the real core keeps them: num_free_callbacks and
 # num_dealloc_mrs move at the invalidation, not again at deregistration;
 # num_dereg_pages only on older cores (legacy_map).
@@ -128,8 +128,8 @@ check "closing the core's file deregisters (pins drop to 0)" \
 has "^2$" && has "^0$" || bad "pins before/after close"
 
 # sysfs counters.
-check "num_alloc_mrs == num_dealloc_mrs == regs so far" test "$(cat $P/num_alloc_mrs)" = "$(cat $P/num_dealloc_mrs)"
-check "num_reg_bytes == num_dereg_bytes" test "$(cat $P/num_reg_bytes)" = "$(cat $P/num_dereg_bytes)"
+check "num_alloc_mrs == num_dealloc_mrs == regs so far" test "$(< $P/num_alloc_mrs)" = "$(< $P/num_dealloc_mrs)"
+check "num_reg_bytes == num_dereg_bytes" test "$(< $P/num_reg_bytes)" = "$(< $P/num_dereg_bytes)"
 
 # v1 page tables (32 bytes: a client reading `flags` is caught by KASAN).
 param nvidia_p2p_sim pt_version 0x00010002
