@@ -266,9 +266,10 @@ esac
 # The host layouts (tests/bench/hosts.sh, host side, then the VM case
 # host-layouts) ride in that boot too: host-layouts first, before any
 # control has left a report or a leak behind.  `make test` runs hosts.sh
-# early (HOSTS_RC), while nothing else changes the chroot: the packaging
-# cases install into it, and hosts.sh's overlays have it as their lower
-# layer.
+# in the foreground once the debug kernel's build is done and before its
+# first DKMS install (hosts_when_built), while nothing else changes the
+# chroot: the packaging cases install into it, and hosts.sh's overlays
+# have it as their lower layer.
 HOSTS_RC=
 selfcheck_boot() {
   local k=$1 list
@@ -442,7 +443,7 @@ plants_for() {
 }
 
 # One kernel: prepare, build, (DKMS install), boot the VM with the cases.
-# BG=1 boots it in the background (collect_vm later).
+# BG=1: all of it in the background lane (run_kernel_bg; collect_vm later).
 run_kernel() { # run_kernel KVER
   local k=$1 kcases
   kcases=$(cases_for "$1")
@@ -450,6 +451,7 @@ run_kernel() { # run_kernel KVER
   echo; echo "== kernel $k"
   PEERMEM_PLANTS=$(plants_for "$k" | paste -sd' '); export PEERMEM_PLANTS
   PEERMEM_NVIDIA=; if nvpm_for "$k"; then PEERMEM_NVIDIA=1; fi; export PEERMEM_NVIDIA
+  if [ -n "${BG:-}" ]; then run_kernel_bg "$k"; return 0; fi
   if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; return 1; fi
   if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; return 1; fi
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
@@ -460,28 +462,14 @@ run_kernel() { # run_kernel KVER
   # Not on the debug kernel (symbol versions): there DKMS would build the
   # weak fallback, no provider Module.symvers being installed in the
   # chroot, which the module refuses (module-modversions covers that).
-  if [ -z "${BG:-}" ] && pkg_tests && [[ ",$CASES," == *,pkg-modprobe,* ]] && ! is_debug_kernel "$k"; then
+  if pkg_tests && [[ ",$CASES," == *,pkg-modprobe,* ]] && ! is_debug_kernel "$k"; then
+    hosts_when_built
     timed "dkms install $k" bash "$BENCH/pkg.sh" install "$k" || true; pkg_k=$k
   fi
   if [[ ",$CASES," == *,host-layouts,* ]] && is_debug_kernel "$k"; then
     hosts_step "$k" || true
   fi
-  [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k")${BG:+ (in the background)}"
-  if [ -n "${BG:-}" ]; then
-    # The background lane: this kernel's VM, then (CONTROLS_LANE=1) the
-    # negative controls' boot, once hosts.sh has said whether its layouts
-    # ride in it ($RESULTS/hosts.rc, written by the foreground).
-    {
-      VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
-        timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1
-      if [ -n "${CONTROLS_LANE:-}" ]; then
-        while [ ! -f "$RESULTS/hosts.rc" ]; do sleep 2; done
-        HOSTS_RC=$(cat "$RESULTS/hosts.rc"); selfcheck_boot "$k"
-      fi
-    } &
-    BG_PID=$!
-    return 0
-  fi
+  [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k")"
   if [ -n "$CASES" ]; then
     VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
       timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
@@ -489,6 +477,55 @@ run_kernel() { # run_kernel KVER
     collect_vm "$k"
   fi
   if [ "$NVPM_CONTROL" = all ] || [ "$NVPM_CONTROL" = "$k" ]; then nvpm_control "$k"; fi
+}
+# The background lane (make test, the debug kernel): the kernel's
+# preparation and build (its output in prepare-KVER.out), then its VM, then
+# (CONTROLS_LANE=1) the negative controls' boot, once the foreground has run
+# hosts.sh and said whether its layouts ride in that boot
+# ($RESULTS/hosts.rc).  The lane says how its build ended in
+# $RESULTS/lane-built ("ok", or the failed step's name), which the
+# foreground waits for before hosts.sh (hosts_when_built).  The lane starts
+# first: the debug kernel's build, its VM and the controls are the longest
+# path, and the foreground's work (host tests, the Debian kernels) fills the
+# cores where that build runs on one.
+run_kernel_bg() { # run_kernel_bg KVER
+  local k=$1
+  [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k") (in the background, from its build on)"
+  rm -f "$RESULTS/lane-built"
+  {
+    if ! timed "kernel $k" prepare_kernel "$k" > "$RESULTS/prepare-$k.out" 2>&1; then
+      echo "kernel:$k" > "$RESULTS/lane-built"; exit 1
+    fi
+    if ! timed "build $k" bash "$BENCH/build.sh" "$k" >> "$RESULTS/prepare-$k.out" 2>&1; then
+      echo "build:$k" > "$RESULTS/lane-built"; exit 1
+    fi
+    echo ok > "$RESULTS/lane-built"
+    VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
+      timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
+    if [ -n "${CONTROLS_LANE:-}" ]; then
+      while [ ! -f "$RESULTS/hosts.rc" ]; do sleep 2; done
+      HOSTS_RC=$(cat "$RESULTS/hosts.rc"); selfcheck_boot "$k"
+    fi
+  } &
+  BG_PID=$!
+}
+# hosts_when_built -- make test: hosts.sh for the controls' boot, once the
+# lane's build is done (it reads that build), run before the foreground's
+# first change to the chroot (a DKMS install, the packaging cases): its
+# overlays have the chroot as their lower layer.  Once per run.
+HOSTS_DONE=
+hosts_when_built() {
+  controls_too && [ -z "$HOSTS_DONE" ] || return 0
+  HOSTS_DONE=1
+  local t0=$SECONDS
+  while [ ! -f "$RESULTS/lane-built" ] && kill -0 "$BG_PID" 2>/dev/null; do sleep 2; done
+  [ $((SECONDS - t0)) -lt 3 ] || echo "-- waited $((SECONDS - t0)) s for the build of $bg_k (hosts.sh reads it)"
+  if [ "$(cat "$RESULTS/lane-built" 2>/dev/null)" = ok ]; then
+    hosts_step "$bg_k" > "$RESULTS/hosts-$bg_k.out" 2>&1; HOSTS_RC=$?
+  else
+    HOSTS_RC=1
+  fi
+  echo "$HOSTS_RC" > "$RESULTS/hosts.rc"
 }
 # The verdicts of kernel KVER's VM, and (make test, debug kernel) its
 # negative controls.
@@ -518,10 +555,10 @@ collect_vm() { # collect_vm KVER
 
 bg_k=; BG_PID=
 # make test with the debug kernel (KASAN, lockdep, kmemleak under TCG) and
-# others: its VM, then the negative
-# controls' boot, run in the background lane (CONTROLS_LANE) while the
-# foreground runs the host tests, hosts.sh, the Debian kernels and the
-# packaging cases: the longest path starts first and nothing waits on it.
+# others: its build, its VM, then the negative controls' boot, run in the
+# background lane (CONTROLS_LANE) while the foreground runs the host tests,
+# the Debian kernels, hosts.sh (once that build is done) and the packaging
+# cases: the longest path starts first.
 controls_wanted() { [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ]; }
 for k in $KERNELS; do
   if [ "$mode" = test ] && is_debug_kernel "$k" && [ "$(echo $KERNELS | wc -w)" -gt 1 ]; then
@@ -532,13 +569,9 @@ for k in $KERNELS; do
   fi
 done
 controls_too() { [ -n "$bg_k" ] && controls_wanted; }
-# make test: the negative controls' boot, its host side now (while nothing
-# else changes the chroot); the lane starts that boot when it is done.
-if controls_too; then
-  hosts_step "$bg_k" > "$RESULTS/hosts-$bg_k.out" 2>&1; HOSTS_RC=$?
-  echo "$HOSTS_RC" > "$RESULTS/hosts.rc"
-  SC_IN_LANE=1
-fi
+# make test: the lane boots the negative controls (hosts_when_built runs
+# their host side in the foreground).
+controls_too && SC_IN_LANE=1
 [ "$mode" = test ] && host_tests
 for k in $KERNELS; do
   [ "$k" = "$bg_k" ] && continue
@@ -546,6 +579,7 @@ for k in $KERNELS; do
   run_kernel "$k" || true
 done
 # Packaging cases run once per run, on the first prepared Debian kernel of the matrix.
+hosts_when_built
 if pkg_tests; then
   for k in $KERNELS; do
     is_debug_kernel "$k" && continue
@@ -557,7 +591,13 @@ fi
 if [ -n "$bg_k" ]; then
   echo; echo "== kernel $bg_k: waiting for its VM"
   wait "$BG_PID" || true
-  collect_vm "$bg_k" || true
+  built=$(cat "$RESULTS/lane-built" 2>/dev/null || echo "lane:$bg_k")
+  if [ "$built" = ok ]; then
+    grep -E '^(BUILD|TIME)' "$RESULTS/prepare-$bg_k.out" || true
+    collect_vm "$bg_k" || true
+  else
+    tail -n 30 "$RESULTS/prepare-$bg_k.out"; record fail "$built"
+  fi
 fi
 for c in "$RESULTS"/pkg-*.counts "$RESULTS"/hosts-*.counts; do
   [ -f "$c" ] || continue
