@@ -444,16 +444,27 @@ plants_for() {
 
 # One kernel: prepare, build, (DKMS install), boot the VM with the cases.
 # BG=1: all of it in the background lane (run_kernel_bg; collect_vm later).
-run_kernel() { # run_kernel KVER
-  local k=$1 kcases
+# run_kernel KVER build-only: only the preparation and the build (make test
+# does both Debian kernels' first, while the lane builds the debug kernel);
+# a later run_kernel KVER takes them as done.
+declare -A PREPARED=()
+run_kernel() { # run_kernel KVER [build-only]
+  local k=$1 only=${2:-} kcases
   kcases=$(cases_for "$1")
   local CASES=$kcases
-  echo; echo "== kernel $k"
+  echo; echo "== kernel $k${only:+ (its preparation and build)}"
   PEERMEM_PLANTS=$(plants_for "$k" | paste -sd' '); export PEERMEM_PLANTS
   PEERMEM_NVIDIA=; if nvpm_for "$k"; then PEERMEM_NVIDIA=1; fi; export PEERMEM_NVIDIA
   if [ -n "${BG:-}" ]; then run_kernel_bg "$k"; return 0; fi
-  if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; return 1; fi
-  if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; return 1; fi
+  case ${PREPARED[$k]:-} in
+    ok) ;;
+    failed) return 1;;
+    *) PREPARED[$k]=failed
+       if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; return 1; fi
+       if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; return 1; fi
+       PREPARED[$k]=ok;;
+  esac
+  [ -z "$only" ] || return 0
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
   # for the VM's pkg-modprobe case, and removes it after the VM.  Not for a
   # VM in the background: another kernel's install/uninstall would change
@@ -573,6 +584,14 @@ controls_too() { [ -n "$bg_k" ] && controls_wanted; }
 # their host side in the foreground).
 controls_too && SC_IN_LANE=1
 [ "$mode" = test ] && host_tests
+# make test with the lane: the Debian kernels' preparations and builds
+# first, beside the debug kernel's build (they change the chroot, which
+# hosts.sh then reads), then their DKMS installs and VMs.
+if [ -n "$bg_k" ]; then
+  for k in $KERNELS; do
+    [ "$k" = "$bg_k" ] || is_debug_kernel "$k" || run_kernel "$k" build-only || true
+  done
+fi
 for k in $KERNELS; do
   [ "$k" = "$bg_k" ] && continue
   if [ "$mode" = test ] && is_debug_kernel "$k" && [ "$(echo $KERNELS | wc -w)" -gt 1 ]; then continue; fi
