@@ -266,10 +266,8 @@ esac
 # The host layouts (tests/bench/hosts.sh, host side, then the VM case
 # host-layouts) ride in that boot too: host-layouts first, before any
 # control has left a report or a leak behind.  `make test` runs hosts.sh
-# in the foreground once the debug kernel's build is done and before its
-# first DKMS install (hosts_when_built), while nothing else changes the
-# chroot: the packaging cases install into it, and hosts.sh's overlays
-# have it as their lower layer.
+# in the foreground once the debug kernel's build is done, at a point where
+# the chroot holds no DKMS install (hosts_when_built).
 HOSTS_RC=
 selfcheck_boot() {
   local k=$1 list
@@ -495,7 +493,7 @@ run_kernel() { # run_kernel KVER [build-only]
 # hosts.sh and said whether its layouts ride in that boot
 # ($RESULTS/hosts.rc).  The lane says how its build ended in
 # $RESULTS/lane-built ("ok", or the failed step's name), which the
-# foreground waits for before hosts.sh (hosts_when_built).  The lane starts
+# foreground reads before hosts.sh (hosts_when_built).  The lane starts
 # first: the debug kernel's build, its VM and the controls are the longest
 # path, and the foreground's work (host tests, the Debian kernels) fills the
 # cores where that build runs on one.
@@ -520,17 +518,24 @@ run_kernel_bg() { # run_kernel_bg KVER
   } &
   BG_PID=$!
 }
-# hosts_when_built -- make test: hosts.sh for the controls' boot, once the
-# lane's build is done (it reads that build), run before the foreground's
-# first change to the chroot (a DKMS install, the packaging cases): its
-# overlays have the chroot as their lower layer.  Once per run.
+# hosts_when_built [--wait] -- make test: hosts.sh for the controls' boot
+# (it reads the lane's build), run in the foreground while the chroot holds
+# no DKMS install and nothing else changes it (hosts.sh's overlays have it
+# as their lower layer): before a Debian kernel's DKMS install if the lane's
+# build is done by then, else later; --wait (before the packaging cases,
+# the last such point) waits for that build.  Once per run; the lane's
+# controls' boot waits for its answer ($RESULTS/hosts.rc).
 HOSTS_DONE=
 hosts_when_built() {
   controls_too && [ -z "$HOSTS_DONE" ] || return 0
-  HOSTS_DONE=1
   local t0=$SECONDS
-  while [ ! -f "$RESULTS/lane-built" ] && kill -0 "$BG_PID" 2>/dev/null; do sleep 2; done
-  [ $((SECONDS - t0)) -lt 3 ] || echo "-- waited $((SECONDS - t0)) s for the build of $bg_k (hosts.sh reads it)"
+  if [ "${1:-}" = --wait ]; then
+    while [ ! -f "$RESULTS/lane-built" ] && kill -0 "$BG_PID" 2>/dev/null; do sleep 2; done
+    [ $((SECONDS - t0)) -lt 3 ] || echo "-- waited $((SECONDS - t0)) s for the build of $bg_k (hosts.sh reads it)"
+  elif [ ! -f "$RESULTS/lane-built" ] && kill -0 "$BG_PID" 2>/dev/null; then
+    return 0
+  fi
+  HOSTS_DONE=1
   if [ "$(cat "$RESULTS/lane-built" 2>/dev/null)" = ok ]; then
     hosts_step "$bg_k" > "$RESULTS/hosts-$bg_k.out" 2>&1; HOSTS_RC=$?
   else
@@ -598,7 +603,7 @@ for k in $KERNELS; do
   run_kernel "$k" || true
 done
 # Packaging cases run once per run, on the first prepared Debian kernel of the matrix.
-hosts_when_built
+hosts_when_built --wait
 if pkg_tests; then
   for k in $KERNELS; do
     is_debug_kernel "$k" && continue
