@@ -502,7 +502,7 @@ run_kernel_bg() { # run_kernel_bg KVER
   [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k") (in the background, from its build on)"
   rm -f "$RESULTS/lane-built"
   {
-    if ! timed "kernel $k" prepare_kernel "$k" > "$RESULTS/prepare-$k.out" 2>&1; then
+    if ! BENCH_LANE=1 timed "kernel $k" prepare_kernel "$k" > "$RESULTS/prepare-$k.out" 2>&1; then
       echo "kernel:$k" > "$RESULTS/lane-built"; exit 1
     fi
     if ! timed "build $k" bash "$BENCH/build.sh" "$k" >> "$RESULTS/prepare-$k.out" 2>&1; then
