@@ -35,7 +35,13 @@ if ! stamp_ok "rust-meta-$KVER-$key" && [ ! -f "$tarball" ]; then
   MK="nice make -C $B O=$O -j$(nproc) CROSS_COMPILE=x86_64-linux-gnu- CC=x86_64-linux-gnu-gcc-14 HOSTCC=x86_64-linux-gnu-gcc-14 KERNELRELEASE=$KVER"
   in_root $MK olddefconfig > /dev/null
   cmp -s "$ROOT$K/.config" "$ROOT$O/.config" || log "note: olddefconfig changed Debian's .config"
-  in_root $MK modules_prepare > "$CACHE/modules_prepare-$KVER.log" 2>&1 ||
+  # Without debug info (KRUSTFLAGS comes last, so its -Cdebuginfo wins):
+  # only the crates' metadata and export list are kept, and neither depends
+  # on it, unless the kernel has symbol versions (gendwarfksyms reads the
+  # DWARF; Debian's have none).
+  nodebug=KRUSTFLAGS=-Cdebuginfo=0
+  grep -q '^CONFIG_MODVERSIONS=y' "$ROOT$O/.config" && nodebug=
+  in_root $MK $nodebug modules_prepare > "$CACHE/modules_prepare-$KVER.log" 2>&1 ||
     { tail -30 "$CACHE/modules_prepare-$KVER.log"; die "modules_prepare for $KVER failed"; }
   ours=$(sed -nE 's/^EXPORT_SYMBOL_RUST_GPL\((_R[A-Za-z0-9_]+)\);.*/\1/p' "$ROOT$O"/rust/exports_*_generated.h | sort -u)
   debian=$(awk '$2 ~ /^_R/ {print $2}' "$ROOT$K/Module.symvers" | sort -u)

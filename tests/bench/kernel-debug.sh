@@ -1,8 +1,8 @@
 #!/bin/bash
 # tests/bench/kernel-debug.sh -- our debug kernel: Debian's patched source
 # ($DEBUG_KERNEL_SRC, so Debian's module-loader patches are in it) +
-# allnoconfig with kvm_guest.config and debug-kernel.config (a kernel for
-# the bench's VM, not for a distribution), built in the
+# allnoconfig with debug-kernel.config (a kernel for the bench's VM, not
+# for a distribution), built in the
 # chroot with the pinned rustc and clang/lld 19 (LLVM=1: RUST with KASAN
 # requires a clang-built kernel; with gcc olddefconfig drops RUST silently,
 # so every option is verified).  Symbol versions are on (MODVERSIONS, with
@@ -44,9 +44,9 @@ if [ -f "$tarball" ]; then
   fresh_note "kernel $KREL" "kernel-$KREL-$key" cached
 else
   rm -rf "$ROOT$O"; mkdir -p "$ROOT$O"
-  # allnoconfig with the two fragments as KCONFIG_ALLCONFIG: what they name
-  # is set, everything else is off where Kconfig allows.
-  cat "$ROOT$S/kernel/configs/kvm_guest.config" "$BENCH/debug-kernel.config" > "$ROOT$O/bench.config"
+  # allnoconfig with the fragment as KCONFIG_ALLCONFIG: what it names is
+  # set, everything else is off where Kconfig allows.
+  cp "$BENCH/debug-kernel.config" "$ROOT$O/bench.config"
   in_root $MK KCONFIG_ALLCONFIG=$O/bench.config allnoconfig > "$CACHE/kernel-$KREL-config.log" 2>&1
   miss=0
   while read -r line; do
