@@ -184,7 +184,7 @@ for c in ${BINDGEN:-} bindgen ${bwant:+bindgen-$(echo "$bwant" | cut -d. -f1,2)}
 done
 if [ -z "$bindgen" ]; then
   case $DISTRO in
-    ubuntu) r="apt install bindgen${bwant:+-$(echo "$bwant" | cut -d. -f1,2)} libclang-dev";;
+    ubuntu) r="apt install bindgen libclang-dev";;
     debian) r="apt install bindgen libclang-dev";;
     rhel) r="dnf install bindgen clang-devel (or cargo install bindgen-cli)";;
     *) r="install bindgen${bwant:+ $bwant} and libclang";;

@@ -13,11 +13,16 @@
 # of prebuilt modules, or by hand).  A stale build is rebuilt and
 # reinstalled through DKMS (dkms build --force, dkms install --force),
 # before its next load.  One line per kernel that was stale.
-#   --check    only say which kernels are stale (exit 1 if any)
+#   --check    only say which kernels are stale; exit 1 if any is, or if
+#              one cannot be told up to date: built for no kernel (for the
+#              running one, when no KVER is given), no nvidia_peermem
+#              installed, or one that is not peermem-rs's (so that
+#              `--check && modprobe nvidia_peermem` loads only an up-to-date
+#              peermem-rs)
 #   --trigger  run by the package's dpkg trigger (a provider's modules or
 #              sources changed): never fails, silent when nothing is stale
-# Exit: 0 nothing stale (or all rebuilt), 1 stale (--check) or a rebuild
-# failed, 2 usage.
+# Exit: 0 nothing stale (or all rebuilt), 1 stale or not known to be up to
+# date (--check), installed for no kernel, or a rebuild failed, 2 usage.
 set -uo pipefail
 VERSION=@VERSION@
 [ "$VERSION" != "@VERSION@" ] || VERSION=$(cat "$(dirname "$0")/../VERSION")
@@ -26,17 +31,28 @@ VERSION=@VERSION@
 PS=$(dirname "$0")/provider-symvers.sh
 [ -x "$PS" ] || PS=/usr/src/peermem-rs-$VERSION/scripts/provider-symvers.sh
 mode=refresh
-case ${1:-} in --check) mode=check; shift;; --trigger) mode=trigger; shift;; -h|--help) sed -n '3,20p' "$0"; exit 0;; -*) echo "usage: peermem-rs-refresh [--check | --trigger] [KVER...]" >&2; exit 2;; esac
+case ${1:-} in --check) mode=check; shift;; --trigger) mode=trigger; shift;; -h|--help) sed -n '3,25p' "$0"; exit 0;; -*) echo "usage: peermem-rs-refresh [--check | --trigger] [KVER...]" >&2; exit 2;; esac
 command -v dkms > /dev/null || { [ $mode = trigger ] && exit 0; echo "peermem-rs-refresh: dkms is not installed: nothing to refresh (a build from source is rebuilt with make)" >&2; exit 2; }
 [ -x "$PS" ] || { [ $mode = trigger ] && exit 0; echo "peermem-rs-refresh: $PS not found: is peermem-rs $VERSION installed?" >&2; exit 2; }
 kernels=("$@")
+rc=0
 if [ ${#kernels[@]} = 0 ]; then
   mapfile -t kernels < <(dkms status -m peermem-rs -v "$VERSION" 2> /dev/null |
     sed -nE 's/^peermem-rs\/[^,]+, ([^,]+), [^:]+: installed.*/\1/p' | sort -u)
+  [ $mode = trigger ] && [ ${#kernels[@]} = 0 ] && exit 0
+  if [ ${#kernels[@]} = 0 ]; then
+    echo "peermem-rs: $VERSION is installed for no kernel (dkms status -m peermem-rs): dkms install -m peermem-rs -v $VERSION -k \$(uname -r) says why" >&2
+    exit 1
+  fi
+  running=$(uname -r)
+  if [ $mode = check ] && ! printf '%s\n' "${kernels[@]}" | grep -qxF -- "$running"; then
+    echo "peermem-rs: $running (running): peermem-rs $VERSION is not installed for it (dkms install -m peermem-rs -v $VERSION -k $running says why)"; rc=1
+  fi
 fi
-rc=0
 for k in "${kernels[@]}"; do
-  ko=$(modinfo -k "$k" -n nvidia_peermem 2> /dev/null) || { [ $mode = trigger ] || echo "peermem-rs: $k: no nvidia_peermem installed for it"; continue; }
+  ko=$(modinfo -k "$k" -n nvidia_peermem 2> /dev/null) || {
+    [ $mode = trigger ] || echo "peermem-rs: $k: no nvidia_peermem installed for it"
+    [ $mode = check ] && rc=1; continue; }
   why=$("$PS" check "$k" "$ko" 2>&1); st=$?
   case $st in
     0) [ $mode = trigger ] || echo "peermem-rs: $k: up to date with its providers";;
@@ -54,7 +70,8 @@ for k in "${kernels[@]}"; do
       else
         echo "peermem-rs: $k: the rebuild failed: see /var/lib/dkms/peermem-rs/$VERSION/build/make.log, or run: dkms build -m peermem-rs -v $VERSION -k $k --force"; rc=1
       fi;;
-    *) [ $mode = trigger ] || echo "peermem-rs: $k: cannot tell: $why";;
+    *) [ $mode = trigger ] || echo "peermem-rs: $k: cannot tell: $why"
+       [ $mode = check ] && rc=1;;
   esac
 done
 [ $mode = trigger ] && exit 0

@@ -246,5 +246,24 @@ setup ours yes 100 100 100 100; touch "$ST/two"; echo peermem > "$ST/nccl"
 out=$(val --dry-run --nccl)
 expect "dry run, complete host: every prerequisite" grep -q '^# this host has every prerequisite' <<< "$out"
 
+# 15. A host without what the run needs gets told so, and the run stops
+#     there (issue 33): no /sys/class/infiniband at all (no RDMA stack
+#     loaded); with --hca, perftest not installed (not "no CUDA support").
+setup ours yes 100 100 100 100; rm -rf "$T/sys/class/infiniband"
+out=$(val --sizes 65536); rc=$?
+expect "no /sys/class/infiniband: exit 1 (got $rc)" test $rc = 1
+expect "... says what is missing" grep -q 'FAIL: missing: an RDMA device' <<< "$out"
+# A PATH without perftest: the stubs but ib_*_bw, and the system's tools
+# but perftest's (the bench's chroot has perftest installed).
+mkdir -p "$T/np-stubs" "$T/np-sys"
+for f in "$B"/*; do case ${f##*/} in ib_*_bw) ;; *) ln -sf "$f" "$T/np-stubs/";; esac; done
+for f in /usr/bin/* /bin/*; do case ${f##*/} in ib_*_bw|ib_*_lat) ;; *) [ -e "$T/np-sys/${f##*/}" ] || ln -s "$f" "$T/np-sys/";; esac; done
+setup ours yes 100 100 100 100
+out=$(PATH=$T/np-stubs:$T/np-sys PEERMEM_SYSFS=$T/sys bash "$V" --hca mlx5_0 --sizes 65536 2>&1); rc=$?
+expect "perftest not installed, --hca given: exit 1 (got $rc)" test $rc = 1
+expect "... FAIL names it as not installed" grep -q 'FAIL: missing: ib_write_bw (not on PATH)' <<< "$out"
+expect "... the run stops after the prerequisites" bash -c '! grep -q "^== 2\." <<< "$1"' _ "$out"
+expect "... and never says it has no CUDA support" bash -c '! grep -q "no CUDA support" <<< "$1"' _ "$out"
+
 echo "hw selftest: $npass passed, $nfail failed"
 [ $nfail = 0 ]

@@ -118,7 +118,9 @@ args_of() { # args_of MEM SIZE -- perftest arguments of one run
 
 if [ -z "$HCA" ]; then
   if [ $DRY = yes ]; then HCA=mlx5_0
-  else HCA=$(find "$SYS/class/infiniband" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort | head -1); fi
+  # No /sys/class/infiniband (no RDMA stack loaded) is not an error here:
+  # the prerequisites below say it.
+  else HCA=$(find "$SYS/class/infiniband" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort | head -1 || true); fi
 fi
 
 # shellcheck disable=SC2016 # printed for the admin to paste: $(nproc) and $PWD expand there
@@ -272,7 +274,13 @@ else
   while read -r m; do [ -z "$m" ] || case $m in debugfs*) ;; *) fail "missing: $m";; esac; done <<< "$missing"
 fi
 run nvidia-smi -L || true
-[ -n "$HCA" ] || { fail "no RDMA device in /sys/class/infiniband"; exit 1; }
+[ -n "$HCA" ] || { fail "no RDMA device in /sys/class/infiniband"; echo "validate: $FAILS failure(s)"; exit 1; }
+# Nothing after this step can mean anything without them (a perftest that
+# is not installed would read as one without CUDA): stop here.
+if [ $DRY = no ] && [ "$FAILS" -gt 0 ]; then
+  echo "validate: stopping after the prerequisites: install what is missing above, then run again"
+  echo "validate: $FAILS failure(s)"; exit 1
+fi
 run ibv_devinfo -d "$HCA" || true
 
 step "2. identity: is nvidia_peermem peermem-rs?"
@@ -338,7 +346,11 @@ fi
 step "3. perftest with CUDA"
 echo "+ ${PT}ib_write_bw --help | grep -- --use_cuda"
 if [ $DRY = no ]; then
-  if "${PT}ib_write_bw" --help 2>&1 | grep -q -- '--use_cuda'; then
+  if ! command -v "${PT}ib_write_bw" > /dev/null; then
+    fail "${PT}ib_write_bw is not installed (perftest); with CUDA, build it:"
+    echo "    $PERFTEST_BUILD"
+    echo "validate: $FAILS failure(s)"; exit 1
+  elif "${PT}ib_write_bw" --help 2>&1 | grep -q -- '--use_cuda'; then
     pass "${PT}ib_write_bw has --use_cuda"
   else
     fail "${PT}ib_write_bw has no CUDA support (distribution packages are built without it: --use_cuda gives 'Unsupported memory type'); build one:"

@@ -320,6 +320,14 @@ fn say(line: std::fmt::Arguments) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
+/// Makes `d` (and its parents) and checks that a file can be written in it.
+fn writable_dir(d: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(d)?;
+    let probe = d.join(".peermem-probe-write-test");
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(probe)
+}
+
 fn internal(e: String) -> (i32, String) {
     (report::EXIT_INTERNAL, e)
 }
@@ -430,6 +438,17 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
                         ),
                     ));
                 }
+                // Found out before the run, not after it: a directory that
+                // cannot be made or written is the caller's to change.
+                writable_dir(d).map_err(|e| {
+                    (
+                        report::EXIT_USAGE,
+                        format!(
+                            "--save {}: cannot write there ({e}): name a directory you can write, e.g. /tmp/peermem-doctor",
+                            d.display()
+                        ),
+                    )
+                })?;
             }
             let root = if a.save.is_some() {
                 root.recording()
@@ -438,9 +457,14 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
             };
             let r = doctor::run(&root);
             if let Some(d) = &a.save {
-                let n = root
-                    .save(d)
-                    .map_err(|e| internal(format!("--save {}: {e}", d.display())))?;
+                // The directory was writable a moment ago: a failure now is
+                // the filesystem's (full, removed), not ours.
+                let n = root.save(d).map_err(|e| {
+                    (
+                        report::EXIT_USAGE,
+                        format!("--save {}: the copy failed part-way ({e})", d.display()),
+                    )
+                })?;
                 say(format_args!(
                     "peermem-probe doctor: saved {n} paths under {}; read them back with `peermem-probe doctor --sysroot {}`",
                     d.display(),

@@ -260,4 +260,20 @@ fn doctor_save_writes_a_tree_sysroot_reads_back() {
     assert_eq!(c.status.code(), Some(2), "{}", stderr(&c));
     assert!(stderr(&c).contains("not an empty directory"));
     std::fs::remove_dir_all(&dir).unwrap();
+    // A directory that cannot be written is the caller's error, said before
+    // the run (issue 33: it was "internal error", exit 4, after it).  A
+    // regular file as a parent cannot hold a directory, root or not.
+    let file = std::env::temp_dir().join(format!("pmprobe-cli-save-file-{}", std::process::id()));
+    std::fs::write(&file, "").unwrap();
+    let under = file.join("tree");
+    let e = run(&[
+        "doctor",
+        "--sysroot",
+        &fx,
+        "--save",
+        under.to_str().unwrap(),
+    ]);
+    assert_eq!(e.status.code(), Some(2), "{}", stderr(&e));
+    assert!(stderr(&e).contains("cannot write there"), "{}", stderr(&e));
+    std::fs::remove_file(&file).unwrap();
 }

@@ -128,9 +128,14 @@ impl SysRoot {
     /// Copies every path this (recording) root looked up into `dest`:
     /// directories, symbolic links (absolute targets made relative, so
     /// they resolve inside `dest`) and their targets, the content of the
-    /// files read; paths only tested or listed, and device files, become empty files. Files
-    /// that exist but cannot be read are left out, as they were not seen.
-    /// Returns the number of paths saved.
+    /// files read; paths only tested or listed, and device files, become
+    /// empty files with the original's permission bits (the doctor reads
+    /// device files' modes). Files that exist but cannot be read are left
+    /// out, as they were not seen. `/proc/kallsyms` keeps only the
+    /// peer-memory symbols the doctor looks for, with their addresses
+    /// zeroed: the saved tree is meant to be attached to a public bug
+    /// report, and kernel addresses defeat KASLR. Returns the number of
+    /// paths saved.
     pub fn save(&self, dest: &Path) -> io::Result<usize> {
         let seen: Vec<(String, bool)> = match &self.seen {
             Some(s) => s
@@ -200,15 +205,34 @@ impl SysRoot {
                 fs::create_dir_all(&to)?;
             } else if content && md.is_file() {
                 match fs::read(&src) {
+                    Ok(b) if inner == Path::new("proc/kallsyms") => {
+                        fs::write(&to, redact_kallsyms(&b))?
+                    }
                     Ok(b) => fs::write(&to, b)?,
                     Err(_) => return Ok(false),
                 }
             } else if fs::symlink_metadata(&to).is_err() {
                 fs::write(&to, b"")?;
+                fs::set_permissions(&to, md.permissions())?;
             }
         }
         Ok(true)
     }
+}
+
+/// The lines of a kallsyms text that name a peer-memory symbol
+/// (`ib_register_peer_memory_client` and its kin), with the address
+/// field zeroed: all the doctor reads there, and nothing of the layout.
+fn redact_kallsyms(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(text).lines() {
+        if !line.contains("peer_mem") {
+            continue;
+        }
+        let rest = line.split_once(' ').map_or(line, |(_, r)| r);
+        out.extend_from_slice(format!("0000000000000000 {rest}\n").as_bytes());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -228,5 +252,47 @@ mod tests {
         assert!(r.read("/sys/missing").is_none());
         assert!(!r.is_live());
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_saved_tree_holds_no_kernel_address_and_keeps_device_modes() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("pmprobe-redact-{}", std::process::id()));
+        let out = std::env::temp_dir().join(format!("pmprobe-redact-out-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let _ = fs::remove_dir_all(&out);
+        fs::create_dir_all(dir.join("proc")).unwrap();
+        fs::create_dir_all(dir.join("dev/infiniband")).unwrap();
+        fs::write(
+            dir.join("proc/kallsyms"),
+            "ffffffff81000000 T _text\nffffffffc0a01230 T ib_register_peer_memory_client\t[ib_uverbs]\n",
+        )
+        .unwrap();
+        // A device file stands in as a file with a device's mode.
+        fs::write(dir.join("dev/infiniband/uverbs0"), "").unwrap();
+        fs::set_permissions(
+            dir.join("dev/infiniband/uverbs0"),
+            fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let r = SysRoot::at(&dir).recording();
+        assert!(r
+            .read("/proc/kallsyms")
+            .unwrap()
+            .contains("ffffffff81000000"));
+        assert!(r.exists("/dev/infiniband/uverbs0"));
+        r.save(&out).unwrap();
+        let k = fs::read_to_string(out.join("proc/kallsyms")).unwrap();
+        assert_eq!(
+            k,
+            "0000000000000000 T ib_register_peer_memory_client\t[ib_uverbs]\n"
+        );
+        let mode = fs::metadata(out.join("dev/infiniband/uverbs0"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o600);
+        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_dir_all(&out).unwrap();
     }
 }

@@ -456,6 +456,33 @@ fn a_saved_tree_reads_back_as_the_original() {
 }
 
 #[test]
+fn a_kernel_without_an_rdma_core_fails_the_dma_buf_row() {
+    // Issue 33: "kernel >= 5.12" passed on a kernel built without
+    // CONFIG_INFINIBAND, where neither path can work.
+    let dir = std::env::temp_dir().join(format!("pmprobe-noib-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("proc/sys/kernel")).unwrap();
+    std::fs::write(dir.join("proc/sys/kernel/osrelease"), "6.12.1-custom\n").unwrap();
+    let gz = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("printf 'CONFIG_RUST=y\\n# CONFIG_INFINIBAND is not set\\n' | gzip -c")
+        .output()
+        .unwrap();
+    std::fs::write(dir.join("proc/config.gz"), gz.stdout).unwrap();
+    let r = run(&SysRoot::at(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let k = find(&r, "kernel >= 5.12");
+    assert_eq!(k.status, Status::Fail, "{k:?}");
+    assert!(
+        k.detail
+            .as_deref()
+            .unwrap()
+            .contains("CONFIG_INFINIBAND is not set"),
+        "{k:?}"
+    );
+}
+
+#[test]
 fn config_gz_tegra_and_each_library_with_its_rule() {
     // No config file: /proc/config.gz is read (gzip -dc); a Tegra device
     // tree is named as a platform without PCIe GPUDirect RDMA.
@@ -471,7 +498,7 @@ fn config_gz_tegra_and_each_library_with_its_rule() {
     .unwrap();
     let gz = std::process::Command::new("sh")
         .arg("-c")
-        .arg("printf 'CONFIG_RUST=y\\nCONFIG_INFINIBAND_ON_DEMAND_PAGING=y\\n' | gzip -c")
+        .arg("printf 'CONFIG_RUST=y\\nCONFIG_INFINIBAND=m\\nCONFIG_INFINIBAND_ON_DEMAND_PAGING=y\\n' | gzip -c")
         .output()
         .unwrap();
     std::fs::write(dir.join("proc/config.gz"), gz.stdout).unwrap();
