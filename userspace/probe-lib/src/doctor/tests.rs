@@ -455,53 +455,58 @@ fn a_saved_tree_reads_back_as_the_original() {
     );
 }
 
+/// A tree with only /proc: the kernel release `osrelease` and
+/// /proc/config.gz holding `config` (printf format), named `name`.
+fn config_gz_tree(name: &str, osrelease: &str, config: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("pmprobe-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("proc/sys/kernel")).unwrap();
+    std::fs::write(
+        dir.join("proc/sys/kernel/osrelease"),
+        format!("{osrelease}\n"),
+    )
+    .unwrap();
+    let gz = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '{config}' | gzip -c"))
+        .output()
+        .unwrap();
+    std::fs::write(dir.join("proc/config.gz"), gz.stdout).unwrap();
+    dir
+}
+
 #[test]
 fn a_kernel_without_an_rdma_core_fails_the_dma_buf_row() {
     // Issue 33: "kernel >= 5.12" passed on a kernel built without
     // CONFIG_INFINIBAND, where neither path can work.
-    let dir = std::env::temp_dir().join(format!("pmprobe-noib-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("proc/sys/kernel")).unwrap();
-    std::fs::write(dir.join("proc/sys/kernel/osrelease"), "6.12.1-custom\n").unwrap();
-    let gz = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("printf 'CONFIG_RUST=y\\n# CONFIG_INFINIBAND is not set\\n' | gzip -c")
-        .output()
-        .unwrap();
-    std::fs::write(dir.join("proc/config.gz"), gz.stdout).unwrap();
+    let dir = config_gz_tree(
+        "noib",
+        "6.12.1-custom",
+        "CONFIG_RUST=y\\n# CONFIG_INFINIBAND is not set\\n",
+    );
     let r = run(&SysRoot::at(&dir));
     std::fs::remove_dir_all(&dir).unwrap();
     let k = find(&r, "kernel >= 5.12");
     assert_eq!(k.status, Status::Fail, "{k:?}");
-    assert!(
-        k.detail
-            .as_deref()
-            .unwrap()
-            .contains("CONFIG_INFINIBAND is not set"),
-        "{k:?}"
-    );
+    let detail = k.detail.as_deref().unwrap();
+    assert!(detail.contains("CONFIG_INFINIBAND is not set"), "{k:?}");
 }
 
 #[test]
 fn config_gz_tegra_and_each_library_with_its_rule() {
     // No config file: /proc/config.gz is read (gzip -dc); a Tegra device
     // tree is named as a platform without PCIe GPUDirect RDMA.
-    let dir = std::env::temp_dir().join(format!("pmprobe-cfggz-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("proc/sys/kernel")).unwrap();
+    let dir = config_gz_tree(
+        "cfggz",
+        "6.8.12-tegra",
+        "CONFIG_RUST=y\\nCONFIG_INFINIBAND=m\\nCONFIG_INFINIBAND_ON_DEMAND_PAGING=y\\n",
+    );
     std::fs::create_dir_all(dir.join("proc/device-tree")).unwrap();
-    std::fs::write(dir.join("proc/sys/kernel/osrelease"), "6.8.12-tegra\n").unwrap();
     std::fs::write(
         dir.join("proc/device-tree/compatible"),
         "nvidia,p3737\0nvidia,tegra234\0",
     )
     .unwrap();
-    let gz = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("printf 'CONFIG_RUST=y\\nCONFIG_INFINIBAND=m\\nCONFIG_INFINIBAND_ON_DEMAND_PAGING=y\\n' | gzip -c")
-        .output()
-        .unwrap();
-    std::fs::write(dir.join("proc/config.gz"), gz.stdout).unwrap();
     let r = run(&SysRoot::at(&dir));
     std::fs::remove_dir_all(&dir).unwrap();
     let odp = find(&r, "CONFIG_INFINIBAND_ON_DEMAND_PAGING");
