@@ -45,7 +45,9 @@ else
 fi
 [ -f "${BOOT[1]}" ] || die "no kernel image for $KVER (${BOOT[1]}): run the kernel step"
 
-accel="-accel tcg,thread=multi"
+# VM_TCG_THREAD=single: one host thread runs every vCPU in turn (a VM then
+# takes at most one core; for measuring, see issue 31).
+accel="-accel tcg,thread=${VM_TCG_THREAD:-multi}"
 if [ "${BENCH_ACCEL:-}" = kvm ]; then accel="-accel kvm"; fi
 
 qemu=(qemu-system-x86_64 $accel -cpu max -machine q35 -m "$VM_MEM" -smp "$VM_CPUS"
