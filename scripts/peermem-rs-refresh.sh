@@ -39,8 +39,8 @@ rc=0
 if [ ${#kernels[@]} = 0 ]; then
   mapfile -t kernels < <(dkms status -m peermem-rs -v "$VERSION" 2> /dev/null |
     sed -nE 's/^peermem-rs\/[^,]+, ([^,]+), [^:]+: installed.*/\1/p' | sort -u)
-  [ $mode = trigger ] && [ ${#kernels[@]} = 0 ] && exit 0
   if [ ${#kernels[@]} = 0 ]; then
+    [ $mode = trigger ] && exit 0
     echo "peermem-rs: $VERSION is installed for no kernel (dkms status -m peermem-rs): dkms install -m peermem-rs -v $VERSION -k \$(uname -r) says why" >&2
     exit 1
   fi

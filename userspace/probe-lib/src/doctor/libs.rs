@@ -51,23 +51,23 @@ pub(super) fn decisions(
 /// RDMA core, CONFIG_INFINIBAND_ON_DEMAND_PAGING for mlx5, no Tegra.
 pub(super) fn dmabuf_items(sys: &SysState, items: &mut Vec<Item>) {
     let ib = "CONFIG_INFINIBAND";
-    let no_core = match &sys.kconfig {
-        // An RDMA device means a core is loaded (MLNX_OFED/DOCA-OFED bring
-        // their own on a kernel built without one).
-        Some(c) if !c.enabled(ib) && sys.rdma.is_empty() => Some(c),
-        _ => None,
-    };
-    let k = match kernel_version(&sys.kernel) {
-        Some(_) if no_core.is_some() => item("dma-buf", "kernel >= 5.12", Status::Fail, sys.kernel.clone())
+    // An RDMA device means a core is loaded (MLNX_OFED/DOCA-OFED bring
+    // their own on a kernel built without one).
+    let no_core = sys
+        .kconfig
+        .as_ref()
+        .filter(|c| !c.enabled(ib) && sys.rdma.is_empty());
+    let k = match (kernel_version(&sys.kernel), no_core) {
+        (Some(_), Some(c)) => item("dma-buf", "kernel >= 5.12", Status::Fail, sys.kernel.clone())
             .detail(format!(
                 "from {}: {ib} is not set and no RDMA device is present: this kernel has no RDMA core, so neither dma-buf MRs nor a peer-memory client can work",
-                no_core.map_or("", |c| c.source.as_str())
+                c.source
             ))
             .remedy("a kernel built with CONFIG_INFINIBAND (distribution kernels have it, as a module), or MLNX_OFED/DOCA-OFED, which bring their own RDMA core"),
-        Some(v) if v >= (5, 12) => item("dma-buf", "kernel >= 5.12", Status::Pass, sys.kernel.clone()),
-        Some(_) => item("dma-buf", "kernel >= 5.12", Status::Info, sys.kernel.clone())
+        (Some(v), None) if v >= (5, 12) => item("dma-buf", "kernel >= 5.12", Status::Pass, sys.kernel.clone()),
+        (Some(_), None) => item("dma-buf", "kernel >= 5.12", Status::Info, sys.kernel.clone())
             .detail("ib_uverbs takes dma-buf MRs from 5.12 on: only the peer-memory path exists on this kernel"),
-        None => item("dma-buf", "kernel >= 5.12", Status::Info, "unknown"),
+        (None, _) => item("dma-buf", "kernel >= 5.12", Status::Info, "unknown"),
     };
     items.push(k);
     let mlx5 = sys
