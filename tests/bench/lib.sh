@@ -68,12 +68,26 @@ bench_lock() { # bench_lock NAME
 # it for its own steps), each step also appends "LABEL START END RC" (epoch
 # seconds, tab-separated) there: the per-phase table and the critical path
 # at the end of `make test` (tests/bench/phases.sh).
+# cpu_ticks VAR -- VAR := the CPU time (clock ticks, user + system) of this
+# shell and of every process it has waited for (/proc/PID/stat's utime,
+# stime, cutime, cstime): a step's difference is what it and its children
+# (QEMU's threads, make's compilers) used.  (Into a variable: a command
+# substitution would read its own subshell's.)
+cpu_ticks() {
+  local var=$1 s
+  read -r s < "/proc/$BASHPID/stat"
+  s=${s##*) }
+  set -- $s
+  printf -v "$var" %d $(( ${12} + ${13} + ${14} + ${15} ))
+}
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 timed() { # timed LABEL cmd...
-  local t0 rc=0 label=$1; shift
-  t0=$(date +%s.%N)
+  local t0 c0 c1 cpu rc=0 label=$1; shift
+  t0=$(date +%s.%N); cpu_ticks c0
   "$@" || rc=$?
-  printf 'TIME %-40s %7.1f s rc=%d\n' "$label" "$(echo "$(date +%s.%N) - $t0" | bc)" $rc >&2
-  [ -z "${BENCH_PHASES:-}" ] || printf '%s\t%.1f\t%.1f\t%d\n' "$label" "$t0" "$(date +%s.%N)" $rc >> "$BENCH_PHASES"
+  cpu_ticks c1; cpu=$(( (c1 - c0) / CLK_TCK ))
+  printf 'TIME %-40s %7.1f s rc=%d cpu=%ds\n' "$label" "$(echo "$(date +%s.%N) - $t0" | bc)" $rc $cpu >&2
+  [ -z "${BENCH_PHASES:-}" ] || printf '%s\t%.1f\t%.1f\t%d\t%d\n' "$label" "$t0" "$(date +%s.%N)" $rc $cpu >> "$BENCH_PHASES"
   return $rc
 }
 

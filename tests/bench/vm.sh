@@ -2,9 +2,10 @@
 # tests/bench/vm.sh KVER CASES -- boot one kernel of the matrix in QEMU and
 # run the in-VM cases CASES (comma list of tests/vm/cases/<name>.sh).
 # The root filesystem is the chroot, read-only over virtio-9p; QEMU runs
-# under TCG (-accel tcg,thread=multi -cpu max, q35): /dev/kvm here is nested
-# PVM, on which unmodified guests fail.  KVM is used only where a probe boot
-# succeeds (BENCH_ACCEL=kvm forces it).  Serial console, power-off at the
+# under TCG (-accel tcg,thread=multi -cpu max, q35; thread=single in make
+# test's two lanes): /dev/kvm here is nested PVM, on which unmodified guests
+# fail.  KVM is used only where a probe boot succeeds (BENCH_ACCEL=kvm
+# forces it).  Serial console, power-off at the
 # end, hard timeout (VM_TIMEOUT).  Prints the console and, last, one line
 #   VMSUMMARY KVER passed=N failed=N skipped=N failed_cases=a,b
 # A VM that dies mid-case (panic, oops, timeout) fails that case by name.
@@ -46,7 +47,8 @@ fi
 [ -f "${BOOT[1]}" ] || die "no kernel image for $KVER (${BOOT[1]}): run the kernel step"
 
 # VM_TCG_THREAD=single: one host thread runs every vCPU in turn (a VM then
-# takes at most one core; for measuring, see issue 31).
+# takes at most one core; make test sets it when it runs two lanes, see
+# run.sh).
 accel="-accel tcg,thread=${VM_TCG_THREAD:-multi}"
 if [ "${BENCH_ACCEL:-}" = kvm ]; then accel="-accel kvm"; fi
 
