@@ -77,6 +77,7 @@ cpu_ticks() {
   local var=$1 s
   read -r s < "/proc/$BASHPID/stat"
   s=${s##*) }
+  # shellcheck disable=SC2086 # the fields, split on purpose
   set -- $s
   printf -v "$var" %d $(( ${12} + ${13} + ${14} + ${15} ))
 }

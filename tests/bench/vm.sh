@@ -2,9 +2,9 @@
 # tests/bench/vm.sh KVER CASES -- boot one kernel of the matrix in QEMU and
 # run the in-VM cases CASES (comma list of tests/vm/cases/<name>.sh).
 # The root filesystem is the chroot, read-only over virtio-9p; QEMU runs
-# under TCG (-accel tcg,thread=multi -cpu max, q35; thread=single in make
-# test's two lanes): /dev/kvm here is nested PVM, on which unmodified guests
-# fail.  KVM is used only where a probe boot succeeds (BENCH_ACCEL=kvm
+# under TCG (-accel tcg,thread=multi -cpu max, q35; thread=single for the
+# Debian kernels in make test's two lanes): /dev/kvm here is nested PVM, on
+# which unmodified guests fail.  KVM is used only where a probe boot succeeds (BENCH_ACCEL=kvm
 # forces it).  Serial console, power-off at the
 # end, hard timeout (VM_TIMEOUT).  Prints the console and, last, one line
 #   VMSUMMARY KVER passed=N failed=N skipped=N failed_cases=a,b
@@ -47,9 +47,15 @@ fi
 [ -f "${BOOT[1]}" ] || die "no kernel image for $KVER (${BOOT[1]}): run the kernel step"
 
 # VM_TCG_THREAD=single: one host thread runs every vCPU in turn (a VM then
-# takes at most one core; make test sets it when it runs two lanes, see
-# run.sh).
-accel="-accel tcg,thread=${VM_TCG_THREAD:-multi}"
+# takes at most one core).  Unset, make test's two lanes (BENCH_TWO_LANES,
+# see run.sh) run the Debian kernels single-threaded, the debug kernel
+# multi-threaded.
+thread=${VM_TCG_THREAD:-}
+if [ -z "$thread" ]; then
+  thread=multi
+  [ -n "${BENCH_TWO_LANES:-}" ] && ! is_debug_kernel "$KVER" && thread=single
+fi
+accel="-accel tcg,thread=$thread"
 if [ "${BENCH_ACCEL:-}" = kvm ]; then accel="-accel kvm"; fi
 
 qemu=(qemu-system-x86_64 $accel -cpu max -machine q35 -m "$VM_MEM" -smp "$VM_CPUS"
