@@ -14,7 +14,11 @@
 #                                      modprobe loads for KVER) carry the CRCs
 #                                      the installed providers export?  exit 0
 #                                      yes, 1 no (one line per difference),
-#                                      2 cannot tell (one line why)
+#                                      2 cannot tell (one line why), 3 a
+#                                      provider KO was built against is no
+#                                      longer installed for KVER (one line:
+#                                      which, and the command that brings it
+#                                      back; a rebuild would not help)
 #   provider-symvers.sh from-ko KO [NAME]  the Module.symvers lines of what the
 #                                      module file KO (.ko, .ko.zst/.xz/.gz) exports
 #   provider-symvers.sh classify FILE...   "core:FILE" and/or "nvidia:FILE"
@@ -241,6 +245,28 @@ setup_kver() {
   OUTDIR=${PEERMEM_SYMVERS_OUT:-$PWD/build/provider-symvers/$KVER}
 }
 
+# provider_gone core|nvidia -- what a missing provider means, and the
+# command that installs it for $KVER (Ubuntu: its package for that kernel;
+# elsewhere the vendor's DKMS package builds it).
+provider_gone() {
+  local id branch
+  id=$(ID=; . "${PEERMEM_OS_RELEASE:-$R/etc/os-release}" 2> /dev/null; echo "${ID:-}")
+  if [ "$1" = nvidia ]; then
+    if [ "$id" = ubuntu ]; then
+      # The branch of the CUDA userspace installed, if any (nvidia-utils-580).
+      branch=$(dpkg-query ${R:+--admindir="$R/var/lib/dpkg"} -W -f '${Package} ${db:Status-Abbrev}\n' 'nvidia-utils-*' 2> /dev/null |
+        sed -nE 's/^nvidia-utils-([0-9]+)(-server)? ii .*/\1/p' | sort -n | tail -n1)
+      echo "the NVIDIA driver's modules were removed (modprobe nvidia_peermem fails with \"Unknown symbol $NV_SYM\"): apt install linux-modules-nvidia-${branch:-<branch>}-open-$KVER"
+    else
+      echo "the NVIDIA driver's modules were removed (modprobe nvidia_peermem fails with \"Unknown symbol $NV_SYM\"): reinstall the driver for $KVER (its DKMS package: dkms autoinstall -k $KVER)"
+    fi
+  elif [ "$id" = ubuntu ]; then
+    echo "the peer-memory core's modules were removed (nvidia_peermem loads but has no core to register with): apt install linux-main-modules-doca-ofed-3.4-$KVER"
+  else
+    echo "the peer-memory core's modules were removed (nvidia_peermem loads but has no core to register with): reinstall DOCA-OFED for $KVER (mlnx-ofed-kernel-dkms: dkms autoinstall -k $KVER)"
+  fi
+}
+
 case ${1:-} in
 find)
   [ $# = 2 ] || die "usage: provider-symvers.sh find KVER"
@@ -271,7 +297,7 @@ check)
   binding=$(modinfo -F binding "$tmp/m.ko" 2> /dev/null || true)
   [ -n "$binding" ] || { echo "$ko is not a peermem-rs build (no binding in modinfo)"; exit 2; }
   built=$(modprobe --dump-modversions "$tmp/m.ko" 2> /dev/null || true)
-  OUTDIR=$tmp/gen stale=0
+  OUTDIR=$tmp/gen stale=0 gone=0
   for what in core nvidia; do
     if [ $what = core ]; then sym=$CORE_SYM; else sym=$NV_SYM; fi
     ko_p=$(installed_provider $sym)
@@ -280,7 +306,17 @@ check)
     elif [ $what = core ] && exports "$KSYMVERS" $sym; then
       ko_p=$KSYMVERS; cp "$KSYMVERS" "$tmp/$what.symvers"
     else
-      continue  # not installed: modprobe's "Unknown symbol" says it
+      # Not installed for KVER.  A build with no version of its entry
+      # point was never bound to it (weak); one with a version was: the
+      # driver's references are strong (modprobe fails with the loader's
+      # bare "Unknown symbol"), the core's weak (the module loads and
+      # cannot register).
+      then_=$(awk -v s="$sym" '$2 == s { print $1; exit }' <<< "$built")
+      if [ -n "$then_" ]; then
+        echo "$sym: $ko was built against it, but no module installed for $KVER exports it: $(provider_gone $what)"
+        gone=1
+      fi
+      continue
     fi
     for s in $PROVIDER_SYMS; do
       now=$(crc_in "$tmp/$what.symvers" "$s") || continue
@@ -296,6 +332,7 @@ check)
       fi
     done
   done
+  [ $gone = 0 ] || exit 3
   exit $stale
   ;;
 from-ko)

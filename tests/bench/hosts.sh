@@ -81,22 +81,23 @@ ov() {
 
 # --- the providers as packages of prebuilt, compressed modules --------------
 # provider_deb NAME VERSION DIR KO... -- NAME_VERSION_amd64.deb in <stage>/hosts/debs
-# shipping each KO as /usr/lib/modules/KVER/kernel/DIR/<name>.ko.zst (a
-# KO given as SRC=NAME is installed under NAME), running depmod like
-# Ubuntu's linux-modules-* packages; built in the chroot.
+# shipping each KO as /usr/lib/modules/K/kernel/DIR/<name>.ko.zst (K:
+# PROVIDER_KVER, default KVER; a KO given as SRC=NAME is installed under
+# NAME), running depmod like Ubuntu's linux-modules-* packages; built in
+# the chroot.
 DEBS=$H/debs
 provider_deb() {
-  local name=$1 ver=$2 dir=$3 p ko dst; shift 3
+  local name=$1 ver=$2 dir=$3 k=${PROVIDER_KVER:-$KVER} p ko dst; shift 3
   p=$H/pkg-$name-$ver; rm -rf "$ROOT$p"
-  mkdir -p "$ROOT$p/DEBIAN" "$ROOT$p/usr/lib/modules/$KVER/kernel/$dir" "$ROOT$DEBS"
+  mkdir -p "$ROOT$p/DEBIAN" "$ROOT$p/usr/lib/modules/$k/kernel/$dir" "$ROOT$DEBS"
   for ko in "$@"; do
     dst=${ko#*=}; [ "$dst" = "$ko" ] && dst=$(basename "$ko")
-    in_root zstd -q -19 -o "$p/usr/lib/modules/$KVER/kernel/$dir/$dst.zst" "${ko%%=*}"
+    in_root zstd -q -19 -o "$p/usr/lib/modules/$k/kernel/$dir/$dst.zst" "${ko%%=*}"
   done
   printf 'Package: %s\nVersion: %s\nArchitecture: amd64\nMaintainer: peermem-rs bench <bench@invalid>\nDescription: bench stand-in for a package of prebuilt provider modules\n' \
     "$name" "$ver" > "$ROOT$p/DEBIAN/control"
-  printf '#!/bin/sh\nset -e\ndepmod -a %s\n' "$KVER" > "$ROOT$p/DEBIAN/postinst"
-  printf '#!/bin/sh\nset -e\ndepmod -a %s\n' "$KVER" > "$ROOT$p/DEBIAN/postrm"
+  printf '#!/bin/sh\nset -e\ndepmod -a %s\n' "$k" > "$ROOT$p/DEBIAN/postinst"
+  printf '#!/bin/sh\nset -e\ndepmod -a %s\n' "$k" > "$ROOT$p/DEBIAN/postrm"
   chmod 755 "$ROOT$p/DEBIAN/postinst" "$ROOT$p/DEBIAN/postrm"
   in_root dpkg-deb --root-owner-group -Zxz -b "$p" "$DEBS/${name}_${ver}_amd64.deb" > /dev/null
   rm -rf "$ROOT$p"
@@ -216,6 +217,74 @@ check "ubuntu-upgraded: ... the installed nvidia_peermem now carries the new CRC
   test "$(awk '$2 == "nvidia_p2p_get_pages" { print $1 }' <<< "$vers")" = "$NV2"
 check "ubuntu-upgraded: peermem-rs-refresh --check: up to date" ov peermem-rs-refresh --check "$KVER"
 stage ubuntu-upgraded
+
+# The driver removed (issue 33): the build bound to it cannot load (its
+# references to the driver are strong: "Unknown symbol"), and no rebuild
+# helps.  The removal's trigger says so with the command for this kernel,
+# --check fails with the same line, and reinstalling the driver makes it
+# up to date again.  Ubuntu's os-release for the scripts (the chroot is
+# Debian's), and the CUDA userspace of branch 580 (the command names it).
+ov sh -ec 'grep -v "^ID=" /etc/os-release > /etc/os-release.ubuntu; echo ID=ubuntu >> /etc/os-release.ubuntu
+  mkdir -p /tmp/nvutils/DEBIAN
+  printf "Package: nvidia-utils-580\nVersion: 580.1\nArchitecture: amd64\nMaintainer: peermem-rs bench <bench@invalid>\nDescription: bench stand-in\n" > /tmp/nvutils/DEBIAN/control
+  dpkg-deb --root-owner-group -b /tmp/nvutils /tmp/nvutils.deb > /dev/null && dpkg -i /tmp/nvutils.deb > /dev/null'
+UBUNTU_OS=PEERMEM_OS_RELEASE=/etc/os-release.ubuntu
+GONE_RE="^peermem-rs: $(qre "$KVER"): nvidia_p2p_get_pages: .* was built against it, but no module installed for $(qre "$KVER") exports it: the NVIDIA driver's modules were removed \(modprobe nvidia_peermem fails with \"Unknown symbol nvidia_p2p_get_pages\"\): apt install linux-modules-nvidia-580-open-$(qre "$KVER")\$"
+out=$(ov env $UBUNTU_OS dpkg -r "$NVPKG" 2>&1) && rc=0 || rc=$?
+{ grep -E '^peermem-rs' <<< "$out" || true; } | sed 's/^/    | /'
+check "ubuntu-removed: dpkg -r of the driver package succeeds" test "$rc" = 0
+check "ubuntu-removed: ... its trigger names what is missing and the command for $KVER" grep -qE "$GONE_RE" <<< "$out"
+out=$(ov env $UBUNTU_OS peermem-rs-refresh --check "$KVER" 2>&1) && rc=0 || rc=$?
+check "ubuntu-removed: peermem-rs-refresh --check exits 1 (exit $rc), with that line" \
+  test "$rc" = 1 -a "$(grep -cE "$GONE_RE" <<< "$out")" = 1
+out=$(ov dpkg -i "$DEBS/${NVPKG}_580.2_amd64.deb" 2>&1) && rc=0 || rc=$?
+check "ubuntu-reinstalled: dpkg -i of the driver package succeeds, its trigger silent (${out//$'\n'/ })" \
+  test "$rc" = 0 -a -z "$(grep -E '^peermem-rs' <<< "$out")"
+check "ubuntu-reinstalled: peermem-rs-refresh --check: up to date" ov peermem-rs-refresh --check "$KVER"
+
+# A kernel update on Ubuntu (issue 33): kernel K2 comes with its headers and
+# its providers' packages but without linux-lib-rust-K2, which no
+# metapackage pulls in.  DKMS's kernel hook skips peermem-rs for K2 with
+# the one command; running it (a stand-in linux-lib-rust-K2, unpacked
+# under /usr/src) fires peermem-rs's dpkg trigger, which builds it for K2.
+# K2's headers are the bench kernel's under another release name.
+K2=$KVER-next
+log "hosts: ubuntu: a kernel update to $K2, its linux-lib-rust later"
+# shellcheck disable=SC2016 # expanded in the view
+ov sh -ec '
+  k=$1 k2=$2 h=/usr/src/linux-headers-$2
+  mkdir -p "$h" "/usr/lib/modules/$k2"
+  for e in /usr/src/linux-headers-$k/* /usr/src/linux-headers-$k/.config; do
+    [ "${e##*/}" = rust ] || ln -s "$(readlink -f "$e")" "$h/"
+  done
+  ln -s "/usr/src/linux-lib-rust-$k2/rust" "$h/rust"
+  ln -sfn "$h" "/usr/lib/modules/$k2/build"
+  p=/tmp/librust; mkdir -p "$p/DEBIAN" "$p/usr/src/linux-lib-rust-$k2"
+  cp -a "/usr/src/linux-lib-rust-$k/rust" "$p/usr/src/linux-lib-rust-$k2/"
+  printf "Package: linux-lib-rust-%s\nVersion: 1\nArchitecture: amd64\nMaintainer: peermem-rs bench <bench@invalid>\nDescription: bench stand-in\n" "$k2" > "$p/DEBIAN/control"
+  dpkg-deb --root-owner-group -b "$p" /tmp/librust.deb > /dev/null' sh "$KVER" "$K2"
+PROVIDER_KVER=$K2 provider_deb "linux-modules-nvsim-580-open-$K2" 580.2 nvidia-580-open "$SIMSU/nvidia_p2p_sim.ko" "$SIMSU/nvidia_p2p_sim_persistent.ko"
+PROVIDER_KVER=$K2 provider_deb "linux-modules-coresim-3.4-$K2" 3.4.0 doca-ofed-3.4 "$MODS/peer_core_sim.ko"
+out=$(ov dpkg -i "$DEBS/linux-modules-nvsim-580-open-${K2}_580.2_amd64.deb" "$DEBS/linux-modules-coresim-3.4-${K2}_3.4.0_amd64.deb" 2>&1) && rc=0 || rc=$?
+check "ubuntu-update: $K2's provider packages install, the trigger silent (${out//$'\n'/ })" \
+  test "$rc" = 0 -a -z "$(grep -E '^peermem-rs' <<< "$out")"
+out=$(ov env $UBUNTU_OS /etc/kernel/postinst.d/dkms "$K2" 2>&1) || true
+printf '    | %s\n' "${out//$'\n'/$'\n'    | }"
+check "ubuntu-update: DKMS's kernel hook skips $K2 with one peermem-rs line" test "$(grep -c '^peermem-rs: ' <<< "$out")" = 1
+check "ubuntu-update: ... naming the one command: apt install linux-lib-rust-$K2" \
+  grep -qE "^peermem-rs: kernel $(qre "$K2"): .*apt install linux-lib-rust-$(qre "$K2")\$" <<< "$out"
+out=$(ov env $UBUNTU_OS dpkg -i /tmp/librust.deb 2>&1) && rc=0 || rc=$?
+{ grep -E '^peermem-rs' <<< "$out" || true; } | sed 's/^/    | /'
+check "ubuntu-update: that command (linux-lib-rust-$K2 installed) succeeds" test "$rc" = 0
+check "ubuntu-update: ... its trigger built peermem-rs for $K2" grep -qE "^peermem-rs: $(qre "$K2"): built: crc: " <<< "$out"
+check "ubuntu-update: ... DKMS has it installed for $K2" grep -q "peermem-rs/$VERSION, $K2, .*: installed" <<< "$(ov dkms status)"
+f=$(ov modinfo -k "$K2" -n nvidia_peermem 2>&1 || true)
+check "ubuntu-update: ... modprobe's nvidia_peermem for $K2 is that build ($f)" \
+  grep -qxE "/lib/modules/$(qre "$K2")/updates/dkms/nvidia_peermem\.ko(\.[a-z]+)?" <<< "$f"
+check "ubuntu-update: peermem-rs-refresh --check $K2: up to date" ov peermem-rs-refresh --check "$K2"
+out=$(ov env $UBUNTU_OS dpkg -i /tmp/librust.deb 2>&1) || true
+check "ubuntu-update: the same package again: the trigger builds nothing (${out//$'\n'/ })" \
+  test -z "$(grep -E '^peermem-rs' <<< "$out")"
 
 # Going back: apt purge leaves nothing, and NVIDIA's module is modprobe's again.
 out=$(ov apt-get purge -y -q peermem-rs-dkms 2>&1) && rc=0 || rc=$?

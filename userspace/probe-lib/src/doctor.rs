@@ -7,6 +7,9 @@ mod dmabuf_mr;
 mod gpu;
 mod libs;
 mod rdma;
+mod stub;
+#[cfg(test)]
+mod testtree;
 
 use crate::nccl::{Detection, NcclPath};
 use crate::pci::{self, PathVerdict, Topology};
@@ -144,6 +147,7 @@ pub fn run(root: &SysRoot) -> DoctorReport {
     let mut items = Vec::new();
     crate::trace!("doctor: modules and peer-memory clients");
     let peer_clients = modules(root, &sys, &mut items);
+    items.extend(stub::item_for(root, &sys));
     crate::trace!("doctor: RDMA stack version");
     let rdma_stack = sysinfo::rdma_stack(root);
     items.push(stack_item(&rdma_stack));

@@ -90,11 +90,45 @@ fn run_check(root: &SysRoot, version: &str, k: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// What `peermem-rs-refresh --check` found wrong with a kernel's build.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum RefreshVerdict {
+    /// A provider changed since the build (its line, without "peermem-rs: ").
+    Stale(String),
+    /// A provider the build was bound to is no longer installed: what is
+    /// missing, and the command that brings it back (a rebuild cannot).
+    ProviderGone { what: String, remedy: String },
+}
+
+/// Reads `peermem-rs-refresh --check k`'s exit status and standard output
+/// for kernel `k`: nothing unless it exited 1 with a line about `k`.
+pub(crate) fn refresh_verdict(code: Option<i32>, stdout: &str, k: &str) -> Option<RefreshVerdict> {
+    if code != Some(1) {
+        return None;
+    }
+    let prefix = format!("peermem-rs: {k}: ");
+    stdout.lines().find_map(|l| {
+        let rest = l.strip_prefix(&prefix)?;
+        if let Some(s) = rest.strip_prefix("stale: ") {
+            return Some(RefreshVerdict::Stale(format!("{k}: stale: {s}")));
+        }
+        // provider-symvers.sh check: "SYM: KO was built against it, but no
+        // module installed for K exports it: WHAT (WHY): COMMAND".
+        if !rest.contains(" was built against it, but no module installed for ") {
+            return None;
+        }
+        let (what, remedy) = rest.split_once("): ")?;
+        Some(RefreshVerdict::ProviderGone {
+            what: format!("{what})"),
+            remedy: remedy.to_string(),
+        })
+    })
+}
+
 /// Runs `peermem-rs-refresh --check k` (live system only; the package's
 /// comparison of the CRCs the installed build carries with those of the
-/// provider modules modprobe loads now, README "Upgrades"): its line when
-/// the build is stale.
-fn run_refresh_check(root: &SysRoot, k: &str) -> Option<String> {
+/// provider modules modprobe loads now, README "Upgrades").
+fn run_refresh_check(root: &SysRoot, k: &str) -> Option<RefreshVerdict> {
     if !root.is_live() {
         return None;
     }
@@ -102,13 +136,7 @@ fn run_refresh_check(root: &SysRoot, k: &str) -> Option<String> {
         .args(["--check", k])
         .output()
         .ok()?;
-    if out.status.code() != Some(1) {
-        return None;
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find(|l| l.contains(": stale: "))
-        .map(|l| l.trim_start_matches("peermem-rs: ").to_string())
+    refresh_verdict(out.status.code(), &String::from_utf8_lossy(&out.stdout), k)
 }
 
 /// The file a plain `modprobe nvidia_peermem` loads for kernel `k` (live
@@ -167,15 +195,26 @@ pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
                 );
             }
         }
-        // A provider upgraded or installed after the build (README "Upgrades").
-        if let Some(line) = run_refresh_check(root, k) {
-            return Some(
-                item("kernel", name, Status::Warn, v)
-                    .detail(format!(
-                        "{line}: modprobe nvidia_peermem fails (\"disagrees about version of symbol\")"
-                    ))
-                    .remedy(format!("as root: peermem-rs-refresh {k}")),
-            );
+        // A provider upgraded or installed after the build (README
+        // "Upgrades"), or removed since.
+        match run_refresh_check(root, k) {
+            Some(RefreshVerdict::Stale(line)) => {
+                return Some(
+                    item("kernel", name, Status::Warn, v)
+                        .detail(format!(
+                            "{line}: modprobe nvidia_peermem fails (\"disagrees about version of symbol\")"
+                        ))
+                        .remedy(format!("as root: peermem-rs-refresh {k}")),
+                );
+            }
+            Some(RefreshVerdict::ProviderGone { what, remedy }) => {
+                return Some(
+                    item("kernel", name, Status::Fail, v)
+                        .detail(what)
+                        .remedy(format!("as root: {remedy}")),
+                );
+            }
+            None => {}
         }
         // Both peermem-rs and NVIDIA's module are named nvidia_peermem.
         if let Some(f) = modprobe_choice(root, k).filter(|f| *f != ko) {
@@ -239,38 +278,9 @@ pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testtree::{mk, tree};
     use super::*;
 
-    /// A fixture tree under the temporary directory, removed when the
-    /// test is done with it (also when it fails).
-    struct Tree(std::path::PathBuf);
-
-    impl std::ops::Deref for Tree {
-        type Target = std::path::Path;
-        fn deref(&self) -> &std::path::Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn tree(tag: &str) -> Tree {
-        let t = std::env::temp_dir().join(format!("pmprobe-dkms-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&t);
-        std::fs::create_dir_all(t.join("proc/sys/kernel")).unwrap();
-        std::fs::write(t.join("proc/sys/kernel/osrelease"), "7.3.4+deb13-amd64\n").unwrap();
-        std::fs::write(t.join("proc/modules"), "").unwrap();
-        Tree(t)
-    }
-    fn mk(t: &std::path::Path, rel: &str, content: &[u8]) {
-        let p = t.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
-    }
     fn doctor_item(t: &std::path::Path) -> Option<Item> {
         let root = SysRoot::at(t);
         item_for(&root, &SysState::gather(&root))
@@ -278,7 +288,7 @@ mod tests {
 
     #[test]
     fn no_package_says_not_installed() {
-        let t = tree("none");
+        let t = tree("dkms-none");
         let it = doctor_item(&t).expect("an item saying so");
         assert_eq!(
             (it.status, it.value.as_str()),
@@ -289,7 +299,7 @@ mod tests {
 
     #[test]
     fn installed_names_its_binding() {
-        let t = tree("inst");
+        let t = tree("dkms-inst");
         let k = "7.3.4+deb13-amd64";
         mk(
             &t,
@@ -317,7 +327,7 @@ mod tests {
 
     #[test]
     fn weak_build_on_a_modversions_kernel_warns() {
-        let t = tree("weakmv");
+        let t = tree("dkms-weakmv");
         let k = "7.3.4+deb13-amd64";
         mk(
             &t,
@@ -358,7 +368,7 @@ mod tests {
     fn not_built_says_why() {
         let k = "7.3.4+deb13-amd64";
         // Rust metadata missing.
-        let t = tree("meta");
+        let t = tree("dkms-meta");
         mk(&t, "var/lib/dkms/peermem-rs/0.1.0/source/dkms.conf", b"");
         mk(
             &t,
@@ -378,7 +388,7 @@ mod tests {
             "peermem-rust-metadata {k} && dkms autoinstall -k {k}"
         )));
         // No headers.
-        let t = tree("hdr");
+        let t = tree("dkms-hdr");
         mk(&t, "var/lib/dkms/peermem-rs/0.1.0/source/dkms.conf", b"");
         let it = doctor_item(&t).unwrap();
         assert!(
@@ -389,7 +399,7 @@ mod tests {
             "{it:?}"
         );
         // CONFIG_RUST off (read from /boot/config-K): only information.
-        let t = tree("norust");
+        let t = tree("dkms-norust");
         mk(&t, "var/lib/dkms/peermem-rs/0.1.0/source/dkms.conf", b"");
         mk(
             &t,
@@ -404,6 +414,59 @@ mod tests {
                 .unwrap()
                 .starts_with("CONFIG_RUST is not set"),
             "{it:?}"
+        );
+    }
+
+    #[test]
+    fn refresh_check_lines_are_read_by_kind() {
+        let k = "7.3.4+deb13-amd64";
+        let stale = format!("peermem-rs: {k}: stale: nvidia_p2p_get_pages: /m.ko was built against CRC 0x1, but /n.ko (the module modprobe loads) exports 0x2\n");
+        assert_eq!(
+            refresh_verdict(Some(1), &stale, k),
+            Some(RefreshVerdict::Stale(format!(
+                "{k}: stale: nvidia_p2p_get_pages: /m.ko was built against CRC 0x1, but /n.ko (the module modprobe loads) exports 0x2"
+            )))
+        );
+        // Up to date (exit 0), or another kernel's line: nothing.
+        assert_eq!(refresh_verdict(Some(0), &stale, k), None);
+        assert_eq!(refresh_verdict(Some(1), &stale, "7.2.12+deb13-amd64"), None);
+        let gone = format!(
+            "peermem-rs: {k}: nvidia_p2p_get_pages: /m.ko was built against it, but no module installed for {k} exports it: \
+             the NVIDIA driver's modules were removed (modprobe nvidia_peermem fails with \"Unknown symbol nvidia_p2p_get_pages\"): \
+             apt install linux-modules-nvidia-580-open-{k}\n"
+        );
+        let Some(RefreshVerdict::ProviderGone { what, remedy }) =
+            refresh_verdict(Some(1), &gone, k)
+        else {
+            panic!("not read as a provider gone: {gone}");
+        };
+        assert!(
+            what.starts_with("nvidia_p2p_get_pages: /m.ko was built against it"),
+            "{what}"
+        );
+        assert!(
+            what.ends_with(
+                "(modprobe nvidia_peermem fails with \"Unknown symbol nvidia_p2p_get_pages\")"
+            ),
+            "{what}"
+        );
+        assert_eq!(
+            remedy,
+            format!("apt install linux-modules-nvidia-580-open-{k}")
+        );
+        // A remedy with a colon of its own stays whole.
+        let gone = format!(
+            "peermem-rs: {k}: ib_register_peer_memory_client: /m.ko was built against it, but no module installed for {k} exports it: \
+             the peer-memory core's modules were removed (nvidia_peermem loads but has no core to register with): \
+             reinstall DOCA-OFED for {k} (mlnx-ofed-kernel-dkms: dkms autoinstall -k {k})"
+        );
+        let Some(RefreshVerdict::ProviderGone { remedy, .. }) = refresh_verdict(Some(1), &gone, k)
+        else {
+            panic!("not read as a provider gone: {gone}");
+        };
+        assert_eq!(
+            remedy,
+            format!("reinstall DOCA-OFED for {k} (mlnx-ofed-kernel-dkms: dkms autoinstall -k {k})")
         );
     }
 

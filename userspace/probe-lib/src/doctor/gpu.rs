@@ -74,7 +74,46 @@ pub(super) fn gpus(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec
             .remedy("install and load the NVIDIA driver"),
     };
     items.push(it);
+    items.extend(
+        root.read("/proc/driver/nvidia/params")
+            .and_then(|p| topo_check_override(&p)),
+    );
     out
+}
+
+/// The row for `NVreg_GrdmaPciTopoCheckOverride` as the loaded driver took
+/// it (`/proc/driver/nvidia/params`, a "GrdmaPciTopoCheckOverride: N"
+/// line; the option is described in the open driver's
+/// `kernel-open/nvidia/nv-reg.h`): on coherent systems (Grace) with BAR1
+/// on, the driver's dma-buf and nv-p2p paths accept a third-party device
+/// only on the PCIe topology they support, and 1 turns that check off.
+/// None when the driver has no such parameter.
+pub(crate) fn topo_check_override(params: &str) -> Option<Item> {
+    let v = params.lines().find_map(|l| {
+        l.strip_prefix("GrdmaPciTopoCheckOverride:")
+            .map(|v| v.trim().to_string())
+    })?;
+    let name = "GrdmaPciTopoCheckOverride";
+    Some(if v == "0" {
+        item(
+            "gpu",
+            name,
+            Status::Info,
+            "0 (the driver checks the topology)",
+        )
+    } else {
+        item("gpu", name, Status::Warn, format!("{v} (the topology check is overridden)"))
+            .detail(
+                "NVreg_GrdmaPciTopoCheckOverride is set: the driver no longer checks that the RDMA \
+                 device sits on the PCIe topology its dma-buf and nv-p2p paths support on a coherent \
+                 (Grace) system, so registrations succeed where the data path may be unsupported \
+                 or slow",
+            )
+            .remedy(
+                "keep it only where the platform's vendor asks for it; otherwise remove \
+                 NVreg_GrdmaPciTopoCheckOverride from the nvidia module's options and reload the driver",
+            )
+    })
 }
 
 pub(super) fn kernel(sys: &SysState, items: &mut Vec<Item>) {
@@ -99,4 +138,22 @@ pub(super) fn kernel(sys: &SysState, items: &mut Vec<Item>) {
             .detail("host-memory registrations beyond this fail with ENOMEM for this user")
             .remedy("`ulimit -l unlimited`, or memlock in /etc/security/limits.conf (LimitMEMLOCK=infinity for services)"),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_topology_check_override_is_read_from_the_driver_params() {
+        let p = "ModifyDeviceFiles: 1\nGrdmaPciTopoCheckOverride: 1\nEnableResizableBar: 0\n";
+        let it = topo_check_override(p).expect("a row");
+        assert_eq!(it.status, Status::Warn, "{it:?}");
+        assert!(it.value.starts_with("1 "), "{it:?}");
+        let it = topo_check_override("GrdmaPciTopoCheckOverride: 0\n").expect("a row");
+        assert_eq!(it.status, Status::Info, "{it:?}");
+        // A driver without it, or another parameter that ends the same way.
+        assert!(topo_check_override("ModifyDeviceFiles: 1\n").is_none());
+        assert!(topo_check_override("MyGrdmaPciTopoCheckOverride: 1\n").is_none());
+    }
 }
