@@ -113,7 +113,7 @@ for k in "${kernels[@]}"; do
       fi;;
     3) # A provider it was built against is gone: a rebuild cannot bring
        # it back.  Said in every mode (the purge's trigger prints it).
-       echo "peermem-rs: $k: $(head -n1 <<< "$why")"
+       while read -r l; do echo "peermem-rs: $k: $l"; done <<< "$why"
        [ $mode = trigger ] || rc=1;;
     *) [ $mode = trigger ] || echo "peermem-rs: $k: cannot tell: $why"
        [ $mode = check ] && rc=1;;
