@@ -92,7 +92,7 @@ provider_deb() {
   mkdir -p "$ROOT$p/DEBIAN" "$ROOT$p/usr/lib/modules/$k/kernel/$dir" "$ROOT$DEBS"
   for ko in "$@"; do
     dst=${ko#*=}; [ "$dst" = "$ko" ] && dst=$(basename "$ko")
-    in_root zstd -q -19 -o "$p/usr/lib/modules/$k/kernel/$dir/$dst.zst" "${ko%%=*}"
+    in_root zstd -q -o "$p/usr/lib/modules/$k/kernel/$dir/$dst.zst" "${ko%%=*}"
   done
   printf 'Package: %s\nVersion: %s\nArchitecture: amd64\nMaintainer: peermem-rs bench <bench@invalid>\nDescription: bench stand-in for a package of prebuilt provider modules\n' \
     "$name" "$ver" > "$ROOT$p/DEBIAN/control"
@@ -281,7 +281,7 @@ out=$(ov env $UBUNTU_OS dpkg -i /tmp/librust.deb 2>&1) && rc=0 || rc=$?
 { grep -E '^peermem-rs' <<< "$out" || true; } | sed 's/^/    | /'
 check "ubuntu-update: that command (linux-lib-rust-$K2 installed) succeeds" test "$rc" = 0
 check "ubuntu-update: ... its trigger built peermem-rs for $K2" grep -qE "^peermem-rs: $(qre "$K2"): built: crc: " <<< "$out"
-[ "$CHECK_RC" = 0 ] || ov sh -c "tail -n 20 /var/lib/dkms/peermem-rs/$VERSION/build/make.log" 2>&1 | sed 's/^/    | /' 
+[ "$CHECK_RC" = 0 ] || { ov sh -c "tail -n 20 /var/lib/dkms/peermem-rs/$VERSION/build/make.log" 2>&1 | sed 's/^/    | /'; } || true
 check "ubuntu-update: ... DKMS has it installed for $K2" grep -q "peermem-rs/$VERSION, $K2, .*: installed" <<< "$(ov dkms status)"
 f=$(ov modinfo -k "$K2" -n nvidia_peermem 2>&1 || true)
 check "ubuntu-update: ... modprobe's nvidia_peermem for $K2 is that build ($f)" \

@@ -135,7 +135,7 @@ pub(crate) fn item_for(root: &SysRoot, sys: &SysState) -> Option<Item> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testtree::{mk, tree};
+    use super::super::testtree::{mk, tree, Tree};
     use super::*;
 
     const K: &str = "7.3.4+deb13-amd64";
@@ -176,16 +176,19 @@ mod tests {
         item_for(&root, &SysState::gather(&root))
     }
 
+    /// A tree whose depmod lists `ko` (under /lib/modules/K), holding `elf`.
+    fn listed(tag: &str, ko: &str, elf: &[u8]) -> Tree {
+        let t = tree(tag);
+        let dep = format!("{ko}:\n");
+        mk(&t, &format!("lib/modules/{K}/modules.dep"), dep.as_bytes());
+        mk(&t, &format!("lib/modules/{K}/{ko}"), elf);
+        t
+    }
+
     #[test]
     fn the_stub_modprobe_loads_fails_the_row() {
-        let t = tree("stub-fail");
         let ko = "kernel/nvidia-580-open/nvidia-peermem.ko";
-        mk(
-            &t,
-            &format!("lib/modules/{K}/modules.dep"),
-            format!("{ko}:\n").as_bytes(),
-        );
-        mk(&t, &format!("lib/modules/{K}/{ko}"), STUB);
+        let t = listed("stub-fail", ko, STUB);
         let it = stub_item(&t).expect("a row for the stub");
         assert_eq!(it.status, Status::Fail, "{it:?}");
         assert_eq!(it.value, format!("/lib/modules/{K}/{ko}"));
@@ -208,14 +211,7 @@ mod tests {
 
     #[test]
     fn a_stub_on_a_kernel_without_the_peer_memory_interface_is_information() {
-        let t = tree("stub-nocore");
-        let ko = "updates/dkms/nvidia-peermem.ko";
-        mk(
-            &t,
-            &format!("lib/modules/{K}/modules.dep"),
-            format!("{ko}:\n").as_bytes(),
-        );
-        mk(&t, &format!("lib/modules/{K}/{ko}"), STUB);
+        let t = listed("stub-nocore", "updates/dkms/nvidia-peermem.ko", STUB);
         // depmod's symbol list: an upstream ib_core, no peer-memory core.
         mk(
             &t,
