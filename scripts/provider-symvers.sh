@@ -16,9 +16,10 @@
 #                                      yes, 1 no (one line per difference),
 #                                      2 cannot tell (one line why), 3 a
 #                                      provider KO was built against is no
-#                                      longer installed for KVER (one line:
-#                                      which, and the command that brings it
-#                                      back; a rebuild would not help)
+#                                      longer installed for KVER (a line per
+#                                      such provider: which, and the command
+#                                      that brings it back; a rebuild would
+#                                      not help)
 #   provider-symvers.sh from-ko KO [NAME]  the Module.symvers lines of what the
 #                                      module file KO (.ko, .ko.zst/.xz/.gz) exports
 #   provider-symvers.sh classify FILE...   "core:FILE" and/or "nvidia:FILE"

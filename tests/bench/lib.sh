@@ -64,10 +64,6 @@ bench_lock() { # bench_lock NAME
   fi
 }
 
-# Timing of a step, for the summaries.  With BENCH_PHASES set (run.sh sets
-# it for its own steps), each step also appends "LABEL START END RC" (epoch
-# seconds, tab-separated) there: the per-phase table and the critical path
-# at the end of `make test` (tests/bench/phases.sh).
 # cpu_ticks VAR -- VAR := the CPU time (clock ticks, user + system) of this
 # shell and of every process it has waited for (/proc/PID/stat's utime,
 # stime, cutime, cstime): a step's difference is what it and its children
@@ -82,6 +78,11 @@ cpu_ticks() {
   printf -v "$var" %d $(( ${12} + ${13} + ${14} + ${15} ))
 }
 CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+# Timing of a step, for the summaries: its wall and CPU time.  With
+# BENCH_PHASES set (run.sh sets it for its own steps), each step also
+# appends "LABEL START END RC CPU" (epoch seconds, CPU seconds,
+# tab-separated) there: the per-phase table and the critical path at the
+# end of `make test` (tests/bench/phases.sh).
 timed() { # timed LABEL cmd...
   local t0 c0 c1 cpu rc=0 label=$1; shift
   t0=$(date +%s.%N); cpu_ticks c0

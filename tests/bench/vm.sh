@@ -4,8 +4,8 @@
 # The root filesystem is the chroot, read-only over virtio-9p; QEMU runs
 # under TCG (-accel tcg,thread=multi -cpu max, q35; thread=single for the
 # Debian kernels in make test's two lanes): /dev/kvm here is nested PVM, on
-# which unmodified guests fail.  KVM is used only where a probe boot succeeds (BENCH_ACCEL=kvm
-# forces it).  Serial console, power-off at the
+# which unmodified guests fail.  KVM is used only where a probe boot
+# succeeds (BENCH_ACCEL=kvm forces it).  Serial console, power-off at the
 # end, hard timeout (VM_TIMEOUT).  Prints the console and, last, one line
 #   VMSUMMARY KVER passed=N failed=N skipped=N failed_cases=a,b
 # A VM that dies mid-case (panic, oops, timeout) fails that case by name.

@@ -88,7 +88,7 @@ pub(super) fn gpus(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec
 /// on, the driver's dma-buf and nv-p2p paths accept a third-party device
 /// only on the PCIe topology they support, and 1 turns that check off.
 /// None when the driver has no such parameter.
-pub(crate) fn topo_check_override(params: &str) -> Option<Item> {
+fn topo_check_override(params: &str) -> Option<Item> {
     let v = params.lines().find_map(|l| {
         l.strip_prefix("GrdmaPciTopoCheckOverride:")
             .map(|v| v.trim().to_string())

@@ -19,7 +19,7 @@ const CORE_ENTRY: &[u8] = b"\0ib_register_peer_memory_client\0";
 
 /// What one module file is.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum PeermemBuild {
+enum PeermemBuild {
     /// It imports the core's entry point: a peer-memory client.
     Client,
     /// It does not: a stub whose init fails with EINVAL.
@@ -27,7 +27,7 @@ pub(crate) enum PeermemBuild {
 }
 
 /// Classifies an uncompressed module image.
-pub(crate) fn classify(elf: &[u8]) -> PeermemBuild {
+fn classify(elf: &[u8]) -> PeermemBuild {
     if elf.windows(CORE_ENTRY.len()).any(|w| w == CORE_ENTRY) {
         PeermemBuild::Client
     } else {
@@ -37,7 +37,7 @@ pub(crate) fn classify(elf: &[u8]) -> PeermemBuild {
 
 /// The paths (relative to `/lib/modules/<k>/`) of every module file named
 /// nvidia-peermem or nvidia_peermem in depmod's `modules.dep` text.
-pub(crate) fn peermem_files(modules_dep: &str) -> Vec<String> {
+fn peermem_files(modules_dep: &str) -> Vec<String> {
     modules_dep
         .lines()
         .filter_map(|l| l.split_once(':').map(|(p, _)| p.trim()))
