@@ -147,6 +147,14 @@ contact_check() {
   if bash "$TOP/scripts/contact.sh" check "$TOP" > "$RESULTS/contact.out" 2>&1; then record pass contact; else
     grep -v '^ok ' "$RESULTS/contact.out"; record fail contact; fi
 }
+# The phase table's critical path and fresh projection on recorded runs
+# (tests/bench/phases-selftest.sh; make check runs it too).
+phases_check() {
+  local l
+  while read -r l; do
+    case $l in "ok   - "*) record pass phases;; "FAIL - "*) echo "$l"; record fail "phases: ${l#FAIL - }";; esac
+  done < <(bash "$BENCH/phases-selftest.sh" 2>&1)
+}
 # The host-side tests: in make test once the debug kernel's VM runs (its
 # path is the longest: the cargo tests' two minutes go beside it, not
 # before it), alone in run.sh --host-only.
@@ -173,6 +181,7 @@ fi
 if [ "$mode" = test ] || [ "$mode" = host ]; then
   if timed rustfmt rustfmt_check; then record pass rustfmt; else record fail rustfmt; fi
   contact_check
+  phases_check
   if [ "$mode" = host ]; then host_tests; summary; exit $?; fi
 fi
 

@@ -1,0 +1,42 @@
+#!/bin/bash
+# tests/bench/phases-selftest.sh -- phases.sh on recorded runs whose answer
+# is known; prints "ok - ..." or "FAIL - ..." per check, exits 1 on a failure.
+# Run by `make check` and by `make test` (beside the contact check).
+set -uo pipefail
+BENCH=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+rc=0
+now=$(date +%s); t0=$((now - 1467)); export PHASES_NOW=$now
+# phase LABEL START END CPU: seconds from the run's start
+phase() { printf '%s\t%s\t%s\t0\t%s\n' "$1" $((t0 + $2)) $((t0 + $3)) "$4"; }
+
+# A warm run: the debug kernel came from the cache in the same second as
+# simctl's build ended, so both end where the lane's module build starts.
+# A fresh run builds that kernel (800 s) and the chroot (241 s) first.
+{ phase prereq 0 1 0; phase chroot 1 1 0; phase simctl 1 9 12
+  phase "kernel 7.3.4-peermemdbg" 9 9 0; phase "cargo tests" 9 107 96
+  phase "build 7.3.4-peermemdbg" 9 144 126; phase "vm 7.3.4-peermemdbg" 144 1467 959; } > "$tmp/warm.tsv"
+printf 'chroot\tcached\t241\nkernel 7.3.4-peermemdbg\tcached\t800\n' > "$tmp/fresh.tsv"
+out=$(bash "$BENCH/phases.sh" "$tmp/warm.tsv" "$tmp/fresh.tsv" "$t0" 1200)
+if grep -q 'projected at 41\.8 min' <<< "$out" && grep -q -- '-> kernel 7.3.4-peermemdbg (0 s) -> build' <<< "$out"; then
+  echo "ok   - phases.sh: a cached kernel on the critical path counts at its build time (24.4 + 17.4 min)"
+else
+  echo "FAIL - phases.sh: the fresh projection of a warm run left out the cached kernel: $(grep -E 'critical path:|projected' <<< "$out" | paste -sd' ')"; rc=1
+fi
+# The same run when fresh: nothing came from the cache.
+printf 'chroot\tbuilt\t241\nkernel 7.3.4-peermemdbg\tbuilt\t800\n' > "$tmp/fresh.tsv"
+out=$(bash "$BENCH/phases.sh" "$tmp/warm.tsv" "$tmp/fresh.tsv" "$t0" 3600)
+if grep -q 'fresh run (nothing on the critical path came from the cache): 24\.4 min' <<< "$out" &&
+   grep -q '^CPU: 60\.0 min .* 30\.0 min of wall at the least' <<< "$out" && ! grep -q WARNING <<< "$out"; then
+  echo "ok   - phases.sh: a fresh run is its own wall time, with the CPU floor"
+else
+  echo "FAIL - phases.sh on a fresh run: $(grep -E 'CPU:|fresh|WARNING' <<< "$out" | paste -sd' ')"; rc=1
+fi
+# Over the budget: the warning.
+out=$(BENCH_BUDGET_MIN=20 bash "$BENCH/phases.sh" "$tmp/warm.tsv" "$tmp/fresh.tsv" "$t0")
+if grep -q '^WARNING: 24\.4 min is over the 20-minute budget' <<< "$out"; then
+  echo "ok   - phases.sh: warns over the budget"
+else
+  echo "FAIL - phases.sh: no warning for 24.4 min over a 20-minute budget"; rc=1
+fi
+exit $rc
