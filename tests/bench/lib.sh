@@ -83,11 +83,22 @@ CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 # appends "LABEL START END RC CPU" (epoch seconds, CPU seconds,
 # tab-separated) there: the per-phase table and the critical path at the
 # end of `make test` (tests/bench/phases.sh).
+# make test's background lane (run.sh: BENCH_LANE_PID) is this shell's
+# child: reaped while a step runs, its whole CPU would land in that step.
+# The lane writes its own total in BENCH_LANE_CPU as it ends, and a step
+# that saw it reaped takes that out again (kill -0 fails only once the lane
+# is reaped, so a check after the step's reading tells whether the reading
+# holds it: if reaped, the reading is taken again and the lane taken out).
 timed() { # timed LABEL cmd...
-  local t0 c0 c1 cpu rc=0 label=$1; shift
+  local t0 c0 c1 cpu rc=0 label=$1 lane=; shift
+  [ -n "${BENCH_LANE_PID:-}" ] && kill -0 "$BENCH_LANE_PID" 2>/dev/null && lane=1
   t0=$(date +%s.%N); cpu_ticks c0
   "$@" || rc=$?
-  cpu_ticks c1; cpu=$(( (c1 - c0) / CLK_TCK ))
+  cpu_ticks c1
+  if [ -n "$lane" ] && ! kill -0 "$BENCH_LANE_PID" 2>/dev/null; then
+    cpu_ticks c1; c1=$(( c1 - $(cat "$BENCH_LANE_CPU" 2>/dev/null || echo 0) ))
+  fi
+  cpu=$(( (c1 - c0) / CLK_TCK ))
   printf 'TIME %-40s %7.1f s rc=%d cpu=%ds\n' "$label" "$(echo "$(date +%s.%N) - $t0" | bc)" $rc $cpu >&2
   [ -z "${BENCH_PHASES:-}" ] || printf '%s\t%.1f\t%.1f\t%d\t%d\n' "$label" "$t0" "$(date +%s.%N)" $rc $cpu >> "$BENCH_PHASES"
   return $rc

@@ -103,11 +103,11 @@ run_cargo_tests() { # run_cargo_tests [--build-only CRATE...]
     # they are built with: one build of its dependencies, not two.
     local profile=--release
     [ "$d" = rust/logic ] && profile=
-    if [ $test = yes ]; then
-    log "cargo test${profile:+ $profile}: $d"
     # Niced while make test's lane builds the debug kernel: that build
     # starts the longest path (its VM and the controls come after it).
     local nice_=; [ -n "${BG_PID:-}" ] && [ ! -f "$RESULTS/lane-built" ] && nice_=nice
+    if [ $test = yes ]; then
+    log "cargo test${profile:+ $profile}: $d"
     out=$(in_root env $cainfo CARGO_TARGET_DIR="$target" CARGO_HOME=/root/.cargo \
           $nice_ sh -c "cd $STAGE/host/$d && cargo test $profile --locked --quiet 2>&1") || rc=1
     echo "$out" | tail -n 40
@@ -117,7 +117,7 @@ run_cargo_tests() { # run_cargo_tests [--build-only CRATE...]
     # The userspace tools run in the VMs: stage their release binaries.
     if [ "$d" != rust/logic ]; then
       in_root env $cainfo CARGO_TARGET_DIR="$target" CARGO_HOME=/root/.cargo \
-          sh -c "cd $STAGE/host/$d && cargo build --locked --release --quiet" ||
+          $nice_ sh -c "cd $STAGE/host/$d && cargo build --locked --release --quiet" ||
         { echo "cargo build --release of $d failed"; echo "0 1 0" >> "$RESULTS/cargo-$(echo "$d" | tr / _).counts"; rc=1; }
       mkdir -p "$ROOT$STAGE/bin"
       # A VM may be running the staged binaries (make test builds the
@@ -155,11 +155,15 @@ phases_check() {
     case $l in "ok   - "*) record pass phases;; "FAIL - "*) echo "$l"; record fail "phases: ${l#FAIL - }";; esac
   done < <(bash "$BENCH/phases-selftest.sh" 2>&1)
 }
-# The host-side tests: in make test once the debug kernel's VM runs (its
-# path is the longest: the cargo tests' two minutes go beside it, not
-# before it), alone in run.sh --host-only.
+# The host-side tests: alone in run.sh --host-only; in make test with the
+# lane (CARGO_LANE), the lane runs them after the debug kernel's VM, while
+# it waits for hosts.sh (the foreground builds the userspace tools its
+# VMs run first, and adds the counts up at the end), else at the start.
 host_tests() {
   timed "cargo tests" run_cargo_tests || true
+  host_counts
+}
+host_counts() {
   for c in "$RESULTS"/cargo-*.counts; do
     [ -f "$c" ] || continue
     name=$(basename "$c" .counts)
@@ -525,6 +529,7 @@ run_kernel() { # run_kernel KVER [build-only]
 }
 # The background lane (make test, the debug kernel): the kernel's
 # preparation and build (its output in prepare-KVER.out), then its VM, then
+# (CARGO_LANE=1) the cargo tests, then
 # (CONTROLS_LANE=1) the negative controls' boot, once the foreground has run
 # hosts.sh and said whether its layouts ride in that boot
 # ($RESULTS/hosts.rc).  The lane says how its build ended in
@@ -536,8 +541,10 @@ run_kernel() { # run_kernel KVER [build-only]
 run_kernel_bg() { # run_kernel_bg KVER
   local k=$1
   [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k") (in the background, from its build on)"
-  rm -f "$RESULTS/lane-built"
+  rm -f "$RESULTS/lane-built" "$RESULTS/lane-cpu"
   {
+    # Its CPU, for the steps of the foreground (lib.sh, timed).
+    trap 'cpu_ticks lane_cpu; echo "$lane_cpu" > "$RESULTS/lane-cpu"' EXIT
     if ! BENCH_LANE=1 timed "kernel $k" prepare_kernel "$k" > "$RESULTS/prepare-$k.out" 2>&1; then
       echo "kernel:$k" > "$RESULTS/lane-built"; exit 1
     fi
@@ -547,12 +554,14 @@ run_kernel_bg() { # run_kernel_bg KVER
     echo ok > "$RESULTS/lane-built"
     VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
       timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
+    [ -z "${CARGO_LANE:-}" ] || timed "cargo tests" run_cargo_tests > "$RESULTS/cargo-tests.out" 2>&1 || true
     if [ -n "${CONTROLS_LANE:-}" ]; then
       while [ ! -f "$RESULTS/hosts.rc" ]; do sleep 2; done
       HOSTS_RC=$(cat "$RESULTS/hosts.rc"); selfcheck_boot "$k"
     fi
   } &
-  BG_PID=$!
+  # shellcheck disable=SC2034 # (read by lib.sh's timed)
+  BG_PID=$!; BENCH_LANE_PID=$BG_PID; BENCH_LANE_CPU=$RESULTS/lane-cpu
 }
 # hosts_when_built [--wait] -- make test: hosts.sh for the controls' boot
 # (it reads the lane's build), run in the foreground while the chroot holds
@@ -617,14 +626,20 @@ for k in $KERNELS; do
     # The cases drive the simulators with simctl: staged before the VM boots.
     timed "simctl" run_cargo_tests --build-only tests/simctl || record fail "simctl"
     CONTROLS_LANE=; controls_wanted && CONTROLS_LANE=1
-    if BG=1 CONTROLS_LANE=$CONTROLS_LANE run_kernel "$k"; then bg_k=$k; fi
+    if BG=1 CONTROLS_LANE=$CONTROLS_LANE CARGO_LANE=1 run_kernel "$k"; then bg_k=$k; fi
   fi
 done
 controls_too() { [ -n "$bg_k" ] && controls_wanted; }
 # make test: the lane boots the negative controls (hosts_when_built runs
 # their host side in the foreground).
 controls_too && SC_IN_LANE=1
-[ "$mode" = test ] && host_tests
+if [ "$mode" = test ]; then
+  if [ -n "$bg_k" ]; then
+    timed "userspace build" run_cargo_tests --build-only userspace || record fail "userspace build"
+  else
+    host_tests
+  fi
+fi
 # make test with the lane: the Debian kernels' preparations and builds
 # first, beside the debug kernel's build (they change the chroot, which
 # hosts.sh then reads), then their DKMS installs and VMs.
@@ -652,6 +667,13 @@ if [ -n "$bg_k" ]; then
   echo; echo "== kernel $bg_k: waiting for its VM"
   wait "$BG_PID" || true
   built=$(cat "$RESULTS/lane-built" 2>/dev/null || echo "lane:$bg_k")
+  # The lane's cargo tests (CARGO_LANE), or, if the lane ended before them
+  # (its build failed), here.
+  if [ -f "$RESULTS/cargo-tests.out" ]; then
+    grep -vE '^(running|test result|$)' "$RESULTS/cargo-tests.out" | tail -n 40; host_counts
+  else
+    host_tests
+  fi
   if [ "$built" = ok ]; then
     grep -E '^(BUILD|TIME)' "$RESULTS/prepare-$bg_k.out" || true
     collect_vm "$bg_k" || true
