@@ -6,8 +6,8 @@
 #   cargo test of rust/logic (the module's pure logic), userspace (peermem-probe)
 #   and tests/simctl; peermem-probe with the libcuda stand-in (tests/cuda-standin);
 #   rustfmt --check of the module's sources; scripts/contact.sh (one maintainer
-#   address everywhere); tests/bench/phases-selftest.sh (make test's phase
-#   table); tests/hw/selftest.sh.
+#   address everywhere); tests/bench/bench-selftest.sh (the phase table,
+#   the debug kernel's cache key); tests/hw/selftest.sh.
 # The last line is "N passed, N failed, N skipped"; exit 1 on any failure.
 # CARGO_TARGET_DIR (default build/host-target) holds the builds.
 set -uo pipefail
@@ -89,21 +89,20 @@ else
   failed=$((failed + 1)); failures+=("scripts/contact.sh")
 fi
 
-echo "== tests/bench/phases-selftest.sh: make test's phase table and fresh projection"
-out=$(bash "$TOP/tests/bench/phases-selftest.sh" 2>&1); rc=$?
-echo "$out"
-p=$(grep -c '^ok ' <<< "$out"); f=$(grep -c '^FAIL ' <<< "$out")
-[ $rc = 0 ] || [ "$f" -gt 0 ] || f=1
-passed=$((passed + p)); failed=$((failed + f))
-[ "$f" = 0 ] || failures+=("tests/bench/phases-selftest.sh")
-
-echo "== tests/hw/selftest.sh"
-out=$(bash "$TOP/tests/hw/selftest.sh" 2>&1); rc=$?
-echo "$out" | grep -v '^ok ' | tail -n 40
-p=$(grep -c '^ok ' <<< "$out"); f=$(grep -c '^FAIL ' <<< "$out")
-[ $rc = 0 ] || [ "$f" -gt 0 ] || f=1
-passed=$((passed + p)); failed=$((failed + f))
-[ "$f" = 0 ] || failures+=("tests/hw/selftest.sh")
+# script_checks SCRIPT: a script that prints "ok - ..."/"FAIL - ..." lines
+# (its failures shown); a non-zero exit with no FAIL line counts as one.
+script_checks() {
+  local out rc p f
+  echo "== $1"
+  out=$(bash "$TOP/$1" 2>&1); rc=$?
+  echo "$out" | grep -v '^ok ' | tail -n 40
+  p=$(grep -c '^ok ' <<< "$out"); f=$(grep -c '^FAIL ' <<< "$out")
+  [ $rc = 0 ] || [ "$f" -gt 0 ] || f=1
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$f" = 0 ] || failures+=("$1")
+}
+script_checks tests/bench/bench-selftest.sh
+script_checks tests/hw/selftest.sh
 
 echo
 echo "== summary ($(( $(date +%s) - T0 )) s)"

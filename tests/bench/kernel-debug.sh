@@ -16,8 +16,7 @@ KREL=$DEBUG_KERNEL
 bench_lock "kernel-$KREL-$CHROOT_KEY"
 # Bump when this script changes what it builds.
 KERNEL_REV=2
-key=$(cat "$BENCH/debug-kernel.config" | { cat; echo "$DEBUG_KERNEL_SRCVER $RUSTC_PKGVER $LLVM_PKGVER $KREL $KERNEL_REV"; } |
-      sha256sum | cut -c1-12)
+key=$(debug_kernel_key "$BENCH/debug-kernel.config" "$KERNEL_REV")
 # Each configuration builds in a directory of its own; /build/kernel-$KREL
 # (what the other scripts use) is switched to it once it is complete.
 # The source has a directory of its own: kernel-debian.sh unpacks and removes

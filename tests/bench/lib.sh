@@ -104,6 +104,14 @@ timed() { # timed LABEL cmd...
   return $rc
 }
 
+# The debug kernel's cache key (kernel-debug.sh): the options CONFIG (its
+# debug-kernel.config) sets and unsets, not its comments, with the source,
+# the toolchain, the release and REV (the script's own revision).
+debug_kernel_key() { # debug_kernel_key CONFIG REV
+  { grep -E '^(CONFIG_[A-Za-z0-9_]+=|# CONFIG_[A-Za-z0-9_]+ is not set$)' "$1"
+    echo "$DEBUG_KERNEL_SRCVER $RUSTC_PKGVER $LLVM_PKGVER $DEBUG_KERNEL $2"; } | sha256sum | cut -c1-12
+}
+
 # What a cached preparation step cost when it was built: the step records
 # its build time under $CACHE/fresh-times/ (fresh_record), and writes into
 # $BENCH_FRESH (run.sh's, when set) whether this run built it or took it

@@ -14,7 +14,7 @@ PHASES=$1 FRESH=$2 T0=$3 CPU=${4:-}
 BUDGET_MIN=${BENCH_BUDGET_MIN:-45}
 [ -s "$PHASES" ] || { echo "== phases: none recorded"; exit 0; }
 [ -f "$FRESH" ] || FRESH=/dev/null
-now=${PHASES_NOW:-$(date +%s)}   # (PHASES_NOW: phases-selftest.sh)
+now=${PHASES_NOW:-$(date +%s)}   # (PHASES_NOW: bench-selftest.sh)
 awk -F'\t' -v t0="$T0" -v now="$now" -v budget="$BUDGET_MIN" -v cpu="$CPU" -v cores="$(nproc)" '
   FILENAME == ARGV[1] { fk[$1] = $2; fs[$1] = $3; next }
   { n++; lab[n] = $1; st[n] = $2; en[n] = $3; rc[n] = $4; cs[n] = $5 }

@@ -147,13 +147,13 @@ contact_check() {
   if bash "$TOP/scripts/contact.sh" check "$TOP" > "$RESULTS/contact.out" 2>&1; then record pass contact; else
     grep -v '^ok ' "$RESULTS/contact.out"; record fail contact; fi
 }
-# The phase table's critical path and fresh projection on recorded runs
-# (tests/bench/phases-selftest.sh; make check runs it too).
-phases_check() {
+# The bench's own scripts on known inputs: the phase table, the debug
+# kernel's cache key (tests/bench/bench-selftest.sh; make check runs it too).
+bench_selfcheck() {
   local l
   while read -r l; do
-    case $l in "ok   - "*) record pass phases;; "FAIL - "*) echo "$l"; record fail "phases: ${l#FAIL - }";; esac
-  done < <(bash "$BENCH/phases-selftest.sh" 2>&1)
+    case $l in "ok   - "*) record pass bench-selftest;; "FAIL - "*) echo "$l"; record fail "bench-selftest: ${l#FAIL - }";; esac
+  done < <(bash "$BENCH/bench-selftest.sh" 2>&1)
 }
 # The host-side tests: alone in run.sh --host-only; in make test with the
 # lane (CARGO_LANE), the lane runs them after the debug kernel's VM, while
@@ -185,7 +185,7 @@ fi
 if [ "$mode" = test ] || [ "$mode" = host ]; then
   if timed rustfmt rustfmt_check; then record pass rustfmt; else record fail rustfmt; fi
   contact_check
-  phases_check
+  bench_selfcheck
   if [ "$mode" = host ]; then host_tests; summary; exit $?; fi
 fi
 

@@ -1,6 +1,7 @@
 #!/bin/bash
-# tests/bench/phases-selftest.sh -- phases.sh on recorded runs whose answer
-# is known; prints "ok - ..." or "FAIL - ..." per check, exits 1 on a failure.
+# tests/bench/bench-selftest.sh -- the bench's own scripts on inputs whose
+# answer is known: phases.sh on recorded runs, and the debug kernel's cache
+# key.  Prints "ok - ..." or "FAIL - ..." per check, exits 1 on a failure.
 # Run by `make check` and by `make test` (beside the contact check).
 set -uo pipefail
 BENCH=$(cd "$(dirname "$0")" && pwd)
@@ -38,5 +39,20 @@ if grep -q '^WARNING: 24\.4 min is over the 20-minute budget' <<< "$out"; then
   echo "ok   - phases.sh: warns over the budget"
 else
   echo "FAIL - phases.sh: no warning for 24.4 min over a 20-minute budget"; rc=1
+fi
+
+# The debug kernel's cache key follows the options, not the comments: a
+# comment edited in debug-kernel.config must not cost a kernel build.
+key() ( . "$BENCH/lib.sh"; debug_kernel_key "$1" 2 )
+cfg=$BENCH/debug-kernel.config
+k0=$(key "$cfg")
+{ echo "# a comment, reworded"; cat "$cfg"; echo; } > "$tmp/comment.config"
+sed 's/^CONFIG_KASAN_INLINE=y$/CONFIG_KASAN_OUTLINE=y/' "$cfg" > "$tmp/option.config"
+sed 's/^# CONFIG_DEBUG_INFO_BTF is not set$/CONFIG_DEBUG_INFO_BTF=y/' "$cfg" > "$tmp/unset.config"
+if [ "$(key "$tmp/comment.config")" = "$k0" ] && [ "$(key "$tmp/option.config")" != "$k0" ] &&
+   [ "$(key "$tmp/unset.config")" != "$k0" ] && ! cmp -s "$cfg" "$tmp/option.config" && ! cmp -s "$cfg" "$tmp/unset.config"; then
+  echo "ok   - the debug kernel's cache key: a comment keeps it, a set or an unset option changes it"
+else
+  echo "FAIL - the debug kernel's cache key: comment $(key "$tmp/comment.config"), option $(key "$tmp/option.config"), unset $(key "$tmp/unset.config"), against $k0"; rc=1
 fi
 exit $rc
