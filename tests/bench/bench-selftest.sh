@@ -40,6 +40,26 @@ if grep -q '^WARNING: 24\.4 min is over the 20-minute budget' <<< "$out"; then
 else
   echo "FAIL - phases.sh: no warning for 24.4 min over a 20-minute budget"; rc=1
 fi
+# A warm run of today's schedule (a624401): the background lane restores
+# the debug kernel (a 1017 s build) and boots it while the foreground
+# builds the rest and boots the Debian kernels.  The two run side by side
+# in a fresh run: the lane's chain (chroot 241 s, kernel 1017 s, its VMs:
+# 42.5 min) is the projection, not the sum of every cached build (49.1).
+t0=$((now - 1395))
+lphase() { phase "$@" | sed 's/$/\tlane/'; }
+{ phase prereq 0 1 0; phase chroot 1 1 0; phase simctl 1 9 12; lphase "kernel 7.3.4-peermemdbg" 9 9 0
+  phase "userspace build" 9 52 43; phase "kernel 7.2.12+deb13-amd64" 52 52 0; phase "build 7.2.12+deb13-amd64" 52 111 57
+  lphase "build 7.3.4-peermemdbg" 9 140 126; phase "vm 7.2.12+deb13-amd64" 111 400 200
+  lphase "vm 7.3.4-peermemdbg" 140 927 800; lphase "selfcheck 7.3.4-peermemdbg" 977 1295 330
+  phase packaging 400 1395 900; } > "$tmp/lane.tsv"
+printf 'chroot\tcached\t241\nkernel 7.3.4-peermemdbg\tcached\t1017\nkernel 7.2.12+deb13-amd64\tcached\t295\n' > "$tmp/fresh.tsv"
+out=$(bash "$BENCH/phases.sh" "$tmp/lane.tsv" "$tmp/fresh.tsv" "$t0")
+if grep -q 'projected at 42\.5 min (the foreground 32\.2, the background lane 42\.5)' <<< "$out" && ! grep -q WARNING <<< "$out" &&
+   ! grep -q 'critical path: .*kernel 7.3.4-peermemdbg' <<< "$out"; then
+  echo "ok   - phases.sh: the foreground and the background lane are projected side by side (42.5 min, not 49.1)"
+else
+  echo "FAIL - phases.sh: a warm run with a background lane: $(grep -E 'critical path:|projected|WARNING' <<< "$out" | paste -sd' ')"; rc=1
+fi
 
 # The debug kernel's cache key follows the options, not the comments: a
 # comment edited in debug-kernel.config must not cost a kernel build.

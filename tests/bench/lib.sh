@@ -89,7 +89,7 @@ CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 # that saw it reaped takes that out again (kill -0 fails only once the lane
 # is reaped, so a check after the step's reading tells whether the reading
 # holds it: if reaped, the reading is taken again and the lane taken out).
-timed() { # timed LABEL cmd...
+timed() { # timed LABEL cmd...  (BENCH_IN_LANE set: a step of run.sh's background lane)
   local t0 c0 c1 cpu rc=0 label=$1 lane=; shift
   [ -n "${BENCH_LANE_PID:-}" ] && kill -0 "$BENCH_LANE_PID" 2>/dev/null && lane=1
   t0=$(date +%s.%N); cpu_ticks c0
@@ -100,7 +100,8 @@ timed() { # timed LABEL cmd...
   fi
   cpu=$(( (c1 - c0) / CLK_TCK ))
   printf 'TIME %-40s %7.1f s rc=%d cpu=%ds\n' "$label" "$(echo "$(date +%s.%N) - $t0" | bc)" $rc $cpu >&2
-  [ -z "${BENCH_PHASES:-}" ] || printf '%s\t%.1f\t%.1f\t%d\t%d\n' "$label" "$t0" "$(date +%s.%N)" $rc $cpu >> "$BENCH_PHASES"
+  [ -z "${BENCH_PHASES:-}" ] || printf '%s\t%.1f\t%.1f\t%d\t%d\t%s\n' "$label" "$t0" "$(date +%s.%N)" $rc $cpu \
+    "${BENCH_IN_LANE:+lane}" >> "$BENCH_PHASES"
   return $rc
 }
 

@@ -467,15 +467,16 @@ core_variant_for() {
   esac
 }
 
-# The planted-bug modules (Kbuild PEERMEM_PLANT) are built only for a kernel
-# whose boot runs a plant-* case: named in CASES, or the debug kernel's
-# negative controls.
+# The planted-bug modules (Kbuild PEERMEM_PLANT; tests/plants/<bug>.patch,
+# case plant-<bug> with - for _) are built only for a kernel whose boot runs
+# a plant-* case: named in CASES, or the debug kernel's negative controls.
 plants_for() {
-  local names=",$CASES," p
+  local names=",$CASES," p f
   if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && is_debug_kernel "$1"; then
     names="$names$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/selfcheck.list" | cut -f1 | paste -sd,),"
   fi
-  for p in put_in_callback use_after_callback leak_sg stale_put; do
+  for f in "$TOP"/tests/plants/*.patch; do
+    p=$(basename "$f" .patch)
     case $names in *,plant-${p//_/-},*) echo "$p";; esac
   done
 }
@@ -543,8 +544,10 @@ run_kernel_bg() { # run_kernel_bg KVER
   [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k") (in the background, from its build on)"
   rm -f "$RESULTS/lane-built" "$RESULTS/lane-cpu"
   {
-    # Its CPU, for the steps of the foreground (lib.sh, timed).
+    # Its CPU, for the steps of the foreground (lib.sh, timed); its steps
+    # are marked as the lane's in the phases (phases.sh's projection).
     trap 'cpu_ticks lane_cpu; echo "$lane_cpu" > "$RESULTS/lane-cpu"' EXIT
+    BENCH_IN_LANE=1
     if ! BENCH_LANE=1 timed "kernel $k" prepare_kernel "$k" > "$RESULTS/prepare-$k.out" 2>&1; then
       echo "kernel:$k" > "$RESULTS/lane-built"; exit 1
     fi

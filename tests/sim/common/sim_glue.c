@@ -68,6 +68,11 @@ int sim_glue_copy_to_user(u64 user_addr, const void *src, size_t len)
 	return copy_to_user(u64_to_user_ptr(user_addr), src, len) ? -EFAULT : 0;
 }
 
+int sim_glue_copy_from_user(void *dst, u64 user_addr, size_t len)
+{
+	return copy_from_user(dst, u64_to_user_ptr(user_addr), len) ? -EFAULT : 0;
+}
+
 /* --- the character device ---------------------------------------------- */
 static int sim_open(struct inode *inode, struct file *file)
 {

@@ -28,6 +28,7 @@ u64 sim_glue_ktime_ns(void);		/* CLOCK_MONOTONIC, ns */
 void sim_glue_warn(u32 kind, const char *name);
 void sim_glue_rearm_warnings(void);
 int sim_glue_copy_to_user(u64 user_addr, const void *src, size_t len);
+int sim_glue_copy_from_user(void *dst, u64 user_addr, size_t len);
 
 /* --- the simulator's work queue (free hooks, step hooks, disassociate) ----- */
 int sim_glue_run_async(void (*fn)(void *arg), void *arg);

@@ -95,6 +95,18 @@ pub(crate) fn copy_to_user(dst: u64, src: &[u8]) -> Result {
     }
 }
 
+/// Fills `dst` from user address `src` of the current process.
+pub(crate) fn copy_from_user(dst: &mut [u8], src: u64) -> Result {
+    // SAFETY: `dst` is valid for writing `dst.len()` bytes; the user address
+    // is checked by `copy_from_user`.
+    let r = unsafe { b::sim_glue_copy_from_user(dst.as_mut_ptr().cast(), src, dst.len()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(EFAULT)
+    }
+}
+
 /// Runs `f(arg)` on the simulator's work queue (a kernel worker).
 ///
 /// # Safety

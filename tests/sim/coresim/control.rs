@@ -10,8 +10,8 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::bindings::{
-    pcsim_dereg, pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, pcsim_times, PCSIM_REG_QP_BUFFER,
-    PCSIM_STATE_INVALIDATED, PCSIM_STATE_MAPPED, PCSIM_STATE_UNMAPPED,
+    pcsim_dereg, pcsim_dma, pcsim_handle, pcsim_query, pcsim_reg, pcsim_sge, pcsim_times,
+    PCSIM_REG_QP_BUFFER, PCSIM_STATE_INVALIDATED, PCSIM_STATE_MAPPED, PCSIM_STATE_UNMAPPED,
 };
 use crate::client;
 use crate::entry::SimFile;
@@ -169,6 +169,12 @@ impl Context {
     pub(crate) fn dma_check(&self, arg: &pcsim_handle) -> Result {
         let reg = TABLES.lock().reg(self.id, arg.handle).ok_or(ENOENT)?;
         mr::dma_check(&reg)
+    }
+
+    /// The HCA's DMA through a registration (an RDMA WRITE or READ).
+    pub(crate) fn dma(&self, arg: &pcsim_dma) -> Result {
+        let reg = TABLES.lock().reg(self.id, arg.handle).ok_or(ENOENT)?;
+        crate::hca::dma(&reg, arg)
     }
 
     /// A registration's state and current SG list.

@@ -12,8 +12,8 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::bindings::{
-    invalidate_peer_memory, pcsim_dereg, pcsim_handle, pcsim_query, pcsim_reg, peer_memory_client,
-    IB_PEER_MEMORY_VER_MAX,
+    invalidate_peer_memory, pcsim_dereg, pcsim_dma, pcsim_handle, pcsim_query, pcsim_reg,
+    peer_memory_client, IB_PEER_MEMORY_VER_MAX,
 };
 use crate::client::{self, Client};
 use crate::mr;
@@ -179,6 +179,17 @@ unsafe extern "C" fn pcsim_rs_ioctl_dma_check(
 ) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { with_ctx(context, arg, |c, a| c.dma_check(a)) }
+}
+
+/// `PCSIM_IOC_DMA`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_ioctl_dma(context: *mut c_void, arg: *mut pcsim_dma) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |c, a| c.dma(a)) }
 }
 
 /// `PCSIM_IOC_QUERY`.

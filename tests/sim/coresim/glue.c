@@ -34,6 +34,7 @@ union sim_ioctl_arg {
 	struct pcsim_handle handle;
 	struct pcsim_query query;
 	struct pcsim_dereg dereg;
+	struct pcsim_dma dma;
 	struct sim_text text;
 };
 #include "../common/sim_glue.c"
@@ -416,6 +417,7 @@ static int sim_ioctl_call(void *ctx, unsigned int cmd, union sim_ioctl_arg *u)
 	case PCSIM_IOC_QUERY: return pcsim_rs_ioctl_query(ctx, &u->query);
 	case PCSIM_IOC_DISASSOCIATE: return pcsim_rs_ioctl_disassociate(ctx, &u->handle);
 	case PCSIM_IOC_DEREG_TIMED: return pcsim_rs_ioctl_dereg_timed(ctx, &u->dereg);
+	case PCSIM_IOC_DMA: return pcsim_rs_ioctl_dma(ctx, &u->dma);
 	default: return -ENOTTY;
 	}
 }

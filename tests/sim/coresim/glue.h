@@ -95,5 +95,6 @@ int pcsim_rs_ioctl_dma_check(void *context, struct pcsim_handle *arg);
 int pcsim_rs_ioctl_query(void *context, struct pcsim_query *arg);
 int pcsim_rs_ioctl_disassociate(void *context, struct pcsim_handle *arg);
 int pcsim_rs_ioctl_dereg_timed(void *context, struct pcsim_dereg *arg);
+int pcsim_rs_ioctl_dma(void *context, struct pcsim_dma *arg);
 
 #endif /* PEERMEM_PCSIM_GLUE_H */

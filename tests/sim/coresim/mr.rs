@@ -419,7 +419,7 @@ fn ranges(reg: &Reg) -> Result<KVVec<sim_range>> {
 /// live pinned GPU memory.  Returns whether the memory is live.  Memory
 /// whose pin the bench's same-process neighbour released (the GPU simulator
 /// answers ESTALE) is that neighbour's harm: counted, not the client's.
-fn check_live(nv: &NvSim, reg: &Reg, when: &str) -> bool {
+pub(crate) fn check_live(nv: &NvSim, reg: &Reg, when: &str) -> bool {
     let Ok(r) = ranges(reg) else { return true };
     let neighbour = match nv.dma_live(&r) {
         Ok(()) => return true,

@@ -16,6 +16,7 @@ mod control;
 #[path = "../common/counters.rs"]
 mod counters;
 mod entry;
+mod hca;
 mod hooks;
 mod mr;
 mod peer;

@@ -438,6 +438,7 @@ type FreeVaFn = unsafe extern "C" fn(u32, u64) -> i32;
 type DmaLiveFn = unsafe extern "C" fn(*const b::sim_range, u32) -> i32;
 type CallbackWaitsForFn = unsafe extern "C" fn(usize) -> bool;
 type TranslateFn = unsafe extern "C" fn(u32, u64, *mut u64) -> i32;
+type BarAccessFn = unsafe extern "C" fn(u64, *mut u8, u32, bool) -> i32;
 
 /// The helpers of nvidia_p2p_sim (sim_link.h), if it is loaded.
 ///
@@ -450,6 +451,7 @@ pub(crate) struct NvSim {
     dma_live: Symbol,
     translate: Symbol,
     callback_waits_for: Symbol,
+    bar_access: Symbol,
 }
 
 impl NvSim {
@@ -460,6 +462,7 @@ impl NvSim {
             dma_live: Symbol::get(c"nvidia_p2p_sim_dma_live")?,
             translate: Symbol::get(c"nvidia_p2p_sim_translate")?,
             callback_waits_for: Symbol::get(c"nvidia_p2p_sim_callback_waits_for")?,
+            bar_access: Symbol::get(c"nvidia_p2p_sim_bar_access")?,
         })
     }
 
@@ -489,6 +492,17 @@ impl NvSim {
         };
         // SAFETY: a plain value, compared only.
         unsafe { f(task) }
+    }
+
+    /// The HCA's DMA at bus address `bus`: reads into `buf` or (`write`)
+    /// writes it; EFAULT where the address is no live pinned, mapped GPU
+    /// memory (nothing moved).
+    pub(crate) fn bar_access(&self, bus: u64, buf: &mut [u8], write: bool) -> Result {
+        let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
+        // SAFETY: the prototype of `nvidia_p2p_sim_bar_access` (invariant).
+        let f = unsafe { core::mem::transmute::<*mut c_void, BarAccessFn>(self.bar_access.addr()) };
+        // SAFETY: `buf` is readable and writable for `len` bytes.
+        kernel::error::to_result(unsafe { f(bus, buf.as_mut_ptr(), len, write) })
     }
 
     /// The DMA address of byte `va` of process `tgid`'s GPU memory.

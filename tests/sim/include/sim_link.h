@@ -34,6 +34,11 @@ int nvidia_p2p_sim_free_va(u32 tgid, u64 va);
 int nvidia_p2p_sim_dma_live(const struct sim_range *ranges, u32 count);
 /* The DMA address of byte `va` of process `tgid`'s GPU memory, or -ENOENT. */
 int nvidia_p2p_sim_translate(u32 tgid, u64 va, u64 *dma_address);
+/* A peer's DMA to the GPU's BAR: `len` bytes at bus address `bus`, read into
+ * `buf` or (write) written from it.  Only memory that is live, pinned and
+ * DMA-mapped answers: -EFAULT elsewhere (a fault, nothing moved), -ENXIO on
+ * sparse memory (no pages behind it). */
+int nvidia_p2p_sim_bar_access(u64 bus, void *buf, u32 len, bool write);
 /* Whether the caller runs a free callback (holding the API lock) while the
  * task at `task` (a struct task_struct address) waits for that lock. */
 bool nvidia_p2p_sim_callback_waits_for(unsigned long task);

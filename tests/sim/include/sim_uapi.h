@@ -122,6 +122,21 @@ struct nvsim_cost {
 	__u64 unpin_ns;		/* out: put_pages' charge (API lock held) */
 };
 
+/* cuMemcpyHtoD / cuMemcpyDtoH: `len` bytes between the caller's buffer and
+ * its GPU memory at `va` (its own or shared with it), through the
+ * allocation's own pages: no pin, no DMA mapping, no scatterlist -- the
+ * path a data check compares the HCA's DMA with.  EFAULT outside live GPU
+ * memory of the caller, ENXIO on sparse memory (nothing backs it). */
+#define NVSIM_MEMCPY_HTOD	0
+#define NVSIM_MEMCPY_DTOH	1
+struct nvsim_memcpy {
+	__u64 va;
+	__u64 buf;		/* user pointer */
+	__u64 len;
+	__u32 dir;		/* NVSIM_MEMCPY_* */
+	__u32 reserved;
+};
+
 #define NVSIM_IOC_ALLOC		_IOWR('N', 1, struct nvsim_alloc)
 #define NVSIM_IOC_FREE		_IOW('N', 2, struct nvsim_free)
 #define NVSIM_IOC_FAULT		_IOW('N', 3, struct nvsim_fault)
@@ -131,6 +146,7 @@ struct nvsim_cost {
 #define NVSIM_IOC_HOOK		_IOW('N', 7, struct nvsim_hook)
 #define NVSIM_IOC_COST		_IOWR('N', 8, struct nvsim_cost)
 #define NVSIM_IOC_SHARE		_IOW('N', 9, struct nvsim_share)
+#define NVSIM_IOC_MEMCPY	_IOW('N', 10, struct nvsim_memcpy)
 
 /* --- peer_core_sim ------------------------------------------------------- */
 
@@ -221,6 +237,22 @@ struct pcsim_query {
 	__u32 sg_count;		/* out */
 };
 
+/* The HCA's DMA through a MAPPED registration: `len` bytes at `va` (inside
+ * the registration, as an RDMA request's remote address), to (write=1, an RDMA WRITE landing) or from (write=0, an RDMA
+ * READ or a send's gather) GPU memory, through the bus addresses of the SG
+ * list the client built, never through the VA.  ESTALE once invalidated
+ * (fenced), EACCES writing a read-only registration, EFAULT where an
+ * address is not live pinned GPU memory (a DMA fault; with the memory
+ * freed and no invalidation a counted `dma_after_free`), EINVAL outside
+ * the registration. */
+struct pcsim_dma {
+	__u32 handle;
+	__u32 write;
+	__u64 va;
+	__u64 len;
+	__u64 buf;		/* user pointer */
+};
+
 #define PCSIM_IOC_REG		_IOWR('P', 1, struct pcsim_reg)
 #define PCSIM_IOC_DEREG		_IOW('P', 2, struct pcsim_handle)
 /* 0: the HCA may DMA; -ESTALE: invalidated (fenced); -EFAULT: the DMA
@@ -235,6 +267,7 @@ struct pcsim_query {
 #define PCSIM_IOC_DISASSOCIATE	_IOW('P', 7, struct pcsim_handle)
 /* PCSIM_IOC_DEREG, timed. */
 #define PCSIM_IOC_DEREG_TIMED	_IOWR('P', 8, struct pcsim_dereg)
+#define PCSIM_IOC_DMA		_IOW('P', 9, struct pcsim_dma)
 
 #ifdef __KERNEL__
 static_assert(sizeof(struct sim_text) == 16);
@@ -251,6 +284,8 @@ static_assert(sizeof(struct nvsim_hook) == 16);
 static_assert(sizeof(struct nvsim_cost) == 40);
 static_assert(sizeof(struct pcsim_handle) == 8);
 static_assert(sizeof(struct pcsim_query) == 24);
+static_assert(sizeof(struct nvsim_memcpy) == 32);
+static_assert(sizeof(struct pcsim_dma) == 32);
 #endif
 
 #endif /* PEERMEM_SIM_UAPI_H */

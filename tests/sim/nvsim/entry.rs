@@ -11,10 +11,11 @@ use core::ptr::NonNull;
 use kernel::error::from_result;
 use kernel::prelude::*;
 
+use crate::access;
 use crate::bindings::{
     nvidia_p2p_dma_mapping, nvidia_p2p_free_callback_t, nvidia_p2p_page_table, nvsim_alloc,
-    nvsim_cost, nvsim_delay, nvsim_fault, nvsim_free, nvsim_hook, nvsim_share, pci_dev, sim_range,
-    NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING,
+    nvsim_cost, nvsim_delay, nvsim_fault, nvsim_free, nvsim_hook, nvsim_memcpy, nvsim_share,
+    pci_dev, sim_range, NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING,
 };
 use crate::gpu::PinArgs;
 use crate::hooks::{self, Site};
@@ -481,6 +482,30 @@ unsafe extern "C" fn nvidia_p2p_sim_translate(tgid: u32, va: u64, dma_address: *
     })
 }
 
+/// A peer's DMA through the BAR: `len` bytes at bus address `bus`.
+///
+/// # Safety
+///
+/// `buf` is valid for reading and writing `len` bytes (or `len` is 0).
+#[no_mangle]
+unsafe extern "C" fn nvidia_p2p_sim_bar_access(
+    bus: u64,
+    buf: *mut u8,
+    len: u32,
+    write: bool,
+) -> c_int {
+    from_result(|| {
+        let buf = if len == 0 || buf.is_null() {
+            &mut [][..]
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { core::slice::from_raw_parts_mut(buf, len as usize) }
+        };
+        API.state().bar_access(bus, buf, write)?;
+        Ok(0)
+    })
+}
+
 // --- the character device (common/sim_glue.c's file_operations) ----------
 
 #[path = "../common/entry.rs"]
@@ -541,6 +566,17 @@ unsafe extern "C" fn nvsim_rs_ioctl_delay(context: *mut c_void, arg: *mut nvsim_
 unsafe extern "C" fn nvsim_rs_ioctl_share(context: *mut c_void, arg: *mut nvsim_share) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { with_ctx(context, arg, |c, a| c.share(a)) }
+}
+
+/// `NVSIM_IOC_MEMCPY`.
+///
+/// # Safety
+///
+/// See `with_ctx`.
+#[no_mangle]
+unsafe extern "C" fn nvsim_rs_ioctl_memcpy(context: *mut c_void, arg: *mut nvsim_memcpy) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { with_ctx(context, arg, |_, a| access::memcpy(a)) }
 }
 
 /// `NVSIM_IOC_HOOK`.

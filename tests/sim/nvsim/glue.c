@@ -8,6 +8,7 @@
  */
 #include <linux/delay.h>
 #include <linux/gfp.h>
+#include <linux/highmem.h>
 #include <linux/kasan.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -36,6 +37,7 @@ union sim_ioctl_arg {
 	struct nvsim_hook hook;
 	struct nvsim_cost cost;
 	struct nvsim_share share;
+	struct nvsim_memcpy copy;
 };
 #include "../common/sim_glue.c"
 
@@ -67,6 +69,7 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_sim_put_pages_persistent);
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_free_va);
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_dma_live);
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_translate);
+EXPORT_SYMBOL_GPL(nvidia_p2p_sim_bar_access);
 EXPORT_SYMBOL_GPL(nvidia_p2p_sim_callback_waits_for);
 
 #ifdef NVSIM_DRIVER_REBUILD
@@ -199,6 +202,25 @@ struct page *nvsim_glue_alloc_block(u32 order)
 	return alloc_pages(gfp, order);
 }
 u64 nvsim_glue_block_phys(struct page *page) { return page_to_phys(page); }
+
+void nvsim_glue_block_copy(struct page *page, u64 offset, void *buf, size_t len, bool to_block)
+{
+	while (len) {
+		struct page *p = pfn_to_page(page_to_pfn(page) + (offset >> PAGE_SHIFT));
+		size_t in_page = offset & ~PAGE_MASK;
+		size_t n = min_t(size_t, len, PAGE_SIZE - in_page);
+		char *kaddr = kmap_local_page(p);
+
+		if (to_block)
+			memcpy(kaddr + in_page, buf, n);
+		else
+			memcpy(buf, kaddr + in_page, n);
+		kunmap_local(kaddr);
+		buf += n;
+		offset += n;
+		len -= n;
+	}
+}
 void *nvsim_glue_kvzalloc(size_t size) { return kvzalloc(size, GFP_KERNEL); }
 void nvsim_glue_kvfree(void *p) { kvfree(p); }
 
@@ -368,6 +390,7 @@ static int sim_ioctl_call(void *ctx, unsigned int cmd, union sim_ioctl_arg *u)
 	case NVSIM_IOC_HOOK: return nvsim_rs_ioctl_hook(ctx, &u->hook);
 	case NVSIM_IOC_COST: return nvsim_rs_ioctl_cost(ctx, &u->cost);
 	case NVSIM_IOC_SHARE: return nvsim_rs_ioctl_share(ctx, &u->share);
+	case NVSIM_IOC_MEMCPY: return nvsim_rs_ioctl_memcpy(ctx, &u->copy);
 	default: return -ENOTTY;
 	}
 }

@@ -52,6 +52,9 @@ void nvsim_glue_cond_resched(void);
 /* --- memory ---------------------------------------------------------------- */
 struct page *nvsim_glue_alloc_block(u32 order);	/* free with __free_pages */
 u64 nvsim_glue_block_phys(struct page *page);
+/* Copies `len` bytes at `offset` into the block starting at `page` from
+ * `buf` (to_block) or from it into `buf`; the caller keeps it in the block. */
+void nvsim_glue_block_copy(struct page *page, u64 offset, void *buf, size_t len, bool to_block);
 void *nvsim_glue_kvzalloc(size_t size);		/* free with nvsim_glue_kvfree */
 void nvsim_glue_kvfree(void *p);
 /* Page-table and mapping headers: a LIFO cache of freed objects per kind and
@@ -73,5 +76,6 @@ int nvsim_rs_ioctl_delay(void *context, struct nvsim_delay *arg);
 int nvsim_rs_ioctl_share(void *context, struct nvsim_share *arg);
 int nvsim_rs_ioctl_hook(void *context, struct nvsim_hook *arg);
 int nvsim_rs_ioctl_cost(void *context, struct nvsim_cost *arg);
+int nvsim_rs_ioctl_memcpy(void *context, struct nvsim_memcpy *arg);
 
 #endif /* PEERMEM_NVSIM_GLUE_H */

@@ -67,12 +67,24 @@ const SPARSE_BASE: u64 = 1 << 52;
 const SPARSE_STRIDE: u64 = 1 << 41;
 static SPARSE_NEXT: AtomicU64 = AtomicU64::new(0);
 
+/// One GPU page backed by real memory.
+#[derive(Clone, Copy)]
+struct Backing {
+    /// Its physical (here also bus) address.
+    phys: u64,
+    /// The index of the block holding it in `Memory::blocks`.
+    block: usize,
+}
+
 /// The GPU pages of one allocation.
 pub(crate) struct Memory {
     /// The blocks backing the pages (freed on drop; none when sparse).
     blocks: KVec<PageBlock>,
-    /// The physical address of each GPU page, in VA order (not when sparse).
-    pages: KVVec<u64>,
+    /// Each GPU page, in VA order (none when sparse).
+    pages: KVVec<Backing>,
+    /// `(physical address, page index)` of every page, sorted: the BAR's
+    /// decoder (a bus address to the page it hits).
+    by_phys: KVVec<(u64, usize)>,
     /// Sparse: (first bus address, pages per run or 0, number of pages).
     sparse: Option<(u64, usize, usize)>,
 }
@@ -90,12 +102,14 @@ impl Memory {
             return Ok(Memory {
                 blocks: KVec::new(),
                 pages: KVVec::new(),
+                by_phys: KVVec::new(),
                 sparse: Some((SPARSE_BASE + n * SPARSE_STRIDE, run, npages)),
             });
         }
         let mut m = Memory {
             blocks: KVec::new(),
             pages: KVVec::with_capacity(npages, GFP_KERNEL)?,
+            by_phys: KVVec::with_capacity(npages, GFP_KERNEL)?,
             sparse: None,
         };
         match layout {
@@ -107,6 +121,10 @@ impl Memory {
                 m.shuffle();
             }
         }
+        for (i, p) in m.pages.iter().enumerate() {
+            m.by_phys.push((p.phys, i), GFP_KERNEL)?;
+        }
+        crate::query::heap_sort(&mut m.by_phys);
         Ok(m)
     }
 
@@ -141,7 +159,7 @@ impl Memory {
             while self
                 .pages
                 .last()
-                .is_some_and(|&last| last + GPU_PAGE == block.phys())
+                .is_some_and(|last| last.phys + GPU_PAGE == block.phys())
                 && tries < 8
             {
                 let next = PageBlock::new(order_for(run))?;
@@ -157,10 +175,17 @@ impl Memory {
     fn add_block(&mut self, block: PageBlock, use_pages: usize) -> Result {
         let base = block.phys();
         let usable = (block.size() / GPU_PAGE) as usize;
-        for i in 0..use_pages.min(usable) {
-            self.pages.push(base + i as u64 * GPU_PAGE, GFP_KERNEL)?;
-        }
+        let index = self.blocks.len();
         self.blocks.push(block, GFP_KERNEL)?;
+        for i in 0..use_pages.min(usable) {
+            self.pages.push(
+                Backing {
+                    phys: base + i as u64 * GPU_PAGE,
+                    block: index,
+                },
+                GFP_KERNEL,
+            )?;
+        }
         Ok(())
     }
 
@@ -175,7 +200,7 @@ impl Memory {
         for _pass in 0..4 {
             let mut clean = true;
             for i in 1..p.len() {
-                if p[i] == p[i - 1] + GPU_PAGE {
+                if p[i].phys == p[i - 1].phys + GPU_PAGE {
                     clean = false;
                     let j = (i + 1 + sys::random_u32() as usize % p.len()) % p.len();
                     p.swap(i, j);
@@ -203,8 +228,42 @@ impl Memory {
                 Some(base + (i + gaps) as u64 * GPU_PAGE)
             }
             Some(_) => None,
-            None => self.pages.get(i).copied(),
+            None => self.pages.get(i).map(|p| p.phys),
         }
+    }
+
+    /// The index of the GPU page holding bus address `bus`, if it is one of
+    /// this memory's (never for sparse memory: nothing backs it).
+    pub(crate) fn page_at(&self, bus: u64) -> Option<usize> {
+        let base = bus & !(GPU_PAGE - 1);
+        let i = self.by_phys.binary_search_by(|&(p, _)| p.cmp(&base)).ok()?;
+        self.by_phys.get(i).map(|&(_, page)| page)
+    }
+
+    /// Reads (or, with `write`, writes) `buf.len()` bytes at byte `off` of
+    /// the memory, page by page: the CPU's view through its own pages.
+    /// ENXIO on sparse memory, EFAULT past the end.
+    pub(crate) fn access(&self, off: u64, buf: &mut [u8], write: bool) -> Result {
+        if self.sparse.is_some() {
+            return Err(ENXIO);
+        }
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = off + done as u64;
+            let page = self.pages.get((at / GPU_PAGE) as usize).ok_or(EFAULT)?;
+            let block = self.blocks.get(page.block).ok_or(EFAULT)?;
+            let in_page = at % GPU_PAGE;
+            let n = ((GPU_PAGE - in_page) as usize).min(buf.len() - done);
+            let at_block = page.phys - block.phys() + in_page;
+            let part = &mut buf[done..done + n];
+            if write {
+                block.write(at_block, part)?;
+            } else {
+                block.read(at_block, part)?;
+            }
+            done += n;
+        }
+        Ok(())
     }
 
     /// The contiguous runs `(start, end)` of pages `first..first + n`.

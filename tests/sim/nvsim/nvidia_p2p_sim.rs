@@ -9,6 +9,7 @@
 use kernel::prelude::*;
 
 mod abi;
+mod access;
 mod bindings;
 mod control;
 #[path = "../common/counters.rs"]

@@ -184,7 +184,7 @@ impl StateGuard<'_> {
 
 /// Sorts `v` ascending (heapsort: no allocation, and none of the core sort
 /// routines, which objtool cannot follow in a module).
-fn heap_sort<T: Ord + Copy>(v: &mut [T]) {
+pub(crate) fn heap_sort<T: Ord + Copy>(v: &mut [T]) {
     fn sift<T: Ord + Copy>(v: &mut [T], mut root: usize, end: usize) {
         loop {
             let mut child = 2 * root + 1;

@@ -240,6 +240,49 @@ impl PageBlock {
     pub(crate) fn size(&self) -> u64 {
         4096u64 << self.order
     }
+
+    /// Copies `buf.len()` bytes of the block at `offset` into `buf`.
+    pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result {
+        self.check(offset, buf.len())?;
+        // SAFETY: `self.page` heads a live block of `size()` bytes
+        // (invariant) and the range lies inside it (checked); `buf` is
+        // writable for its length.
+        unsafe {
+            b::nvsim_glue_block_copy(
+                self.page.as_ptr(),
+                offset,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                false,
+            )
+        };
+        Ok(())
+    }
+
+    /// Copies `buf` into the block at `offset`.
+    pub(crate) fn write(&self, offset: u64, buf: &[u8]) -> Result {
+        self.check(offset, buf.len())?;
+        // SAFETY: as in `read`; the glue only reads `buf` when copying to
+        // the block.
+        unsafe {
+            b::nvsim_glue_block_copy(
+                self.page.as_ptr(),
+                offset,
+                buf.as_ptr().cast_mut().cast(),
+                buf.len(),
+                true,
+            )
+        };
+        Ok(())
+    }
+
+    /// EFAULT unless `[offset, offset + len)` lies in the block.
+    fn check(&self, offset: u64, len: usize) -> Result {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.size() => Ok(()),
+            _ => Err(EFAULT),
+        }
+    }
 }
 
 impl Drop for PageBlock {

@@ -66,6 +66,7 @@ pub fn run(dev: &Devices, w: &[String], out: &dyn Fn(String)) -> Result<Captured
     match (word(0), word(1)) {
         ("gpu", sub) => gpu(dev, sub, &w[2.min(w.len())..], out),
         ("core", sub) => core(dev, sub, &w[2.min(w.len())..], out),
+        ("data", sub) => crate::data::run(dev, sub, &w[2.min(w.len())..], out),
         ("open", s) => dev.open(sim(s)?).map(|()| None).map_err(os("open")),
         ("close", s) => {
             dev.close(sim(s)?);

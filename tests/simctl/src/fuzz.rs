@@ -270,9 +270,67 @@ impl Fuzz<'_> {
                 self.call(c, PCSIM_IOC_DEREG, &mut h).ok();
             }
         }
+        // The copies (both only ever into `out`): a bad direction or
+        // reserved field, ranges past or outside the GPU memory, wrapping.
+        let out = self.out.as_mut_ptr() as u64;
+        for (va, len, dir, reserved) in [
+            (base.va, 16, 2, 0),
+            (base.va, 16, MEMCPY_DTOH, 1),
+            (base.va, k64 + 1, MEMCPY_DTOH, 0),
+            (base.va + k64, 1, MEMCPY_DTOH, 0),
+            (0x1000, 16, MEMCPY_HTOD, 0),
+            (u64::MAX - 3, 16, MEMCPY_DTOH, 0),
+        ] {
+            let mut m = NvsimMemcpy {
+                va,
+                buf: out,
+                len,
+                dir,
+                reserved,
+            };
+            self.refused(g, NVSIM_IOC_MEMCPY, &mut m, "an invalid copy");
+        }
+        // The HCA's DMA through a live registration: outside it, past its
+        // end, a bad direction.
+        let mut reg = PcsimReg {
+            va: base.va,
+            len: k64,
+            ..Default::default()
+        };
+        if self.call(c, PCSIM_IOC_REG, &mut reg).is_ok() {
+            for (va, len, write) in [
+                (base.va - 1, 16, 0),
+                (base.va, k64 + 1, 0),
+                (base.va + k64, 1, 0),
+                (u64::MAX - 3, 16, 0),
+                (base.va, 16, 2),
+            ] {
+                let mut d = PcsimDma {
+                    handle: reg.handle,
+                    write,
+                    va,
+                    len,
+                    buf: out,
+                };
+                self.refused(c, PCSIM_IOC_DMA, &mut d, "an invalid DMA");
+            }
+            let mut h = PcsimHandle {
+                handle: reg.handle,
+                reserved: 0,
+            };
+            self.call(c, PCSIM_IOC_DEREG, &mut h).ok();
+        }
         let mut f = NvsimFree { va: base.va };
         self.call(g, NVSIM_IOC_FREE, &mut f).ok();
         for handle in [0, u32::MAX, 0x7fff_ffff] {
+            let mut d = PcsimDma {
+                handle,
+                write: 0,
+                va: base.va,
+                len: 16,
+                buf: out,
+            };
+            self.refused(c, PCSIM_IOC_DMA, &mut d, "a DMA through an unknown handle");
             let mut h = PcsimHandle {
                 handle,
                 reserved: 0,
@@ -427,6 +485,7 @@ impl Fuzz<'_> {
             NVSIM_IOC_FAULT,
             NVSIM_IOC_HOOK,
             NVSIM_IOC_STATS,
+            NVSIM_IOC_MEMCPY,
         ];
         let core_reqs = [
             PCSIM_IOC_REG,
@@ -435,6 +494,7 @@ impl Fuzz<'_> {
             PCSIM_IOC_QUERY,
             PCSIM_IOC_DISASSOCIATE,
             PCSIM_IOC_STATS,
+            PCSIM_IOC_DMA,
         ];
         let mut req = if sim == Sim::Gpu {
             *self.r.pick(&gpu_reqs)
@@ -468,6 +528,13 @@ impl Fuzz<'_> {
             buf[ptr] = self.out.as_mut_ptr() as u64;
             let max = (self.out.len() / unit) as u64;
             buf[count] = (buf[count] & !0xffff_ffff) | ((buf[count] & 0xffff_ffff) % (max + 1));
+        }
+        // The copies write to user memory: only ever into `out`, never
+        // past it (struct nvsim_memcpy: buf, len at 1, 2; pcsim_dma: 3, 2).
+        if req == NVSIM_IOC_MEMCPY || req == PCSIM_IOC_DMA {
+            let p = if req == NVSIM_IOC_MEMCPY { 1 } else { 3 };
+            buf[p] = self.out.as_mut_ptr() as u64;
+            buf[2] %= self.out.len() as u64 + 1;
         }
         let r = self.call(sim, req, &mut buf);
         if r.is_ok() && req == NVSIM_IOC_ALLOC {

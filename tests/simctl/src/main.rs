@@ -21,12 +21,14 @@
 //! fork COMMAND... | handoff gpu|core | send-fd gpu|core
 //! open gpu|core | close gpu|core | check [KIND=N|KIND+]... | write PATH VALUE | read PATH
 //! sleep MS | echo TEXT
+//! data fill|verify VA LEN SEED | data write|read H VA LEN SEED   (see data.rs)
 //! ```
 //! Exit status: 0 if every statement did what it should, 1 otherwise, 2 on
 //! a usage error.
 
 mod bench;
 mod cmd;
+mod data;
 mod dev;
 mod fuzz;
 mod mixed;

@@ -121,6 +121,22 @@ pub struct NvsimCost {
 pub const NVSIM_IOC_COST: u64 = iowr::<NvsimCost>(b'N', 8);
 pub const NVSIM_IOC_SHARE: u64 = iow::<NvsimShare>(b'N', 9);
 
+pub const MEMCPY_HTOD: u32 = 0;
+pub const MEMCPY_DTOH: u32 = 1;
+
+/// cuMemcpyHtoD / cuMemcpyDtoH through the allocation's own pages.
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct NvsimMemcpy {
+    pub va: u64,
+    pub buf: u64,
+    pub len: u64,
+    pub dir: u32,
+    pub reserved: u32,
+}
+
+pub const NVSIM_IOC_MEMCPY: u64 = iow::<NvsimMemcpy>(b'N', 10);
+
 pub const STEP_NONE: u32 = 0;
 pub const STEP_AFTER_ACQUIRE: u32 = 1;
 pub const STEP_AFTER_GET_PAGES: u32 = 2;
@@ -245,6 +261,19 @@ pub const PCSIM_IOC_QUERY: u64 = iowr::<PcsimQuery>(b'P', 6);
 pub const PCSIM_IOC_DISASSOCIATE: u64 = iow::<PcsimHandle>(b'P', 7);
 pub const PCSIM_IOC_DEREG_TIMED: u64 = iowr::<PcsimDereg>(b'P', 8);
 
+/// The HCA's DMA through a registration's SG list.
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct PcsimDma {
+    pub handle: u32,
+    pub write: u32,
+    pub va: u64,
+    pub len: u64,
+    pub buf: u64,
+}
+
+pub const PCSIM_IOC_DMA: u64 = iow::<PcsimDma>(b'P', 9);
+
 // The same sizes as the C header's static_asserts.
 const _: () = {
     use std::mem::size_of;
@@ -262,6 +291,8 @@ const _: () = {
     assert!(size_of::<NvsimHook>() == 16);
     assert!(size_of::<PcsimHandle>() == 8);
     assert!(size_of::<PcsimQuery>() == 24);
+    assert!(size_of::<NvsimMemcpy>() == 32);
+    assert!(size_of::<PcsimDma>() == 32);
 };
 
 #[cfg(test)]
@@ -280,5 +311,7 @@ mod tests {
         assert_eq!(NVSIM_IOC_SHARE, 0x4010_4e09);
         assert_eq!(NVSIM_IOC_HOOK, 0x4010_4e07);
         assert_eq!(PCSIM_IOC_DMA_CHECK, 0x4008_5003);
+        assert_eq!(NVSIM_IOC_MEMCPY, 0x4020_4e0a);
+        assert_eq!(PCSIM_IOC_DMA, 0x4020_5009);
     }
 }

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The HCA's DMA engine: what an RDMA WRITE landing in a registration, or an
+//! RDMA READ / a send gathering from it, does with the SG list the client
+//! built.  Byte `va` of the registration is found in the HCA's view of the
+//! list (after the core's trims, from `hca_start`), and moved at that bus
+//! address through the GPU's BAR (nvidia_p2p_sim), never through the VA.
+//! Each step holds the registration's mapping lock, so an invalidation
+//! waits for the DMA in flight and none starts after it: the fence the real
+//! core's invalidate gives its client.
+
+use kernel::prelude::*;
+
+use crate::bindings::pcsim_dma;
+use crate::mr;
+use crate::reg::{Reg, State};
+use crate::sys::{self, errno, NvSim};
+
+/// The most bytes one step moves under the mapping lock (one GPU page).
+const STEP: u64 = 1 << 16;
+
+/// Where the DMA stands in the HCA's list: entry `idx`, `off` bytes in.
+#[derive(Clone, Copy)]
+struct Cursor {
+    idx: usize,
+    off: u64,
+}
+
+/// The entry and offset of registration byte `va` in the HCA's list.
+fn locate(reg: &Reg, va: u64) -> Result<Cursor> {
+    reg.with(|i| {
+        let mut left = va.checked_sub(i.hca_start).ok_or(EINVAL)?;
+        for (idx, e) in i.hca.iter().enumerate() {
+            if left < e.len {
+                return Ok(Cursor { idx, off: left });
+            }
+            left -= e.len;
+        }
+        Err(EINVAL)
+    })
+}
+
+/// One step at `at`: at most `max` bytes, within one SG entry; returns the
+/// bytes moved.  ESTALE once the registration is fenced.
+fn step(nv: &NvSim, reg: &Reg, at: &mut Cursor, buf: &mut [u8], write: bool) -> Result<usize> {
+    reg.lock_mapping(false);
+    let r: Result<usize> = (|| {
+        let (bus, n) = reg.with(|i| {
+            if i.state != State::Mapped {
+                return Err(sys::err(errno::ESTALE));
+            }
+            let e = i.hca.get(at.idx).ok_or(EINVAL)?;
+            let n = (e.len - at.off).min(buf.len() as u64) as usize;
+            Ok((e.addr + at.off, n))
+        })?;
+        nv.bar_access(bus, &mut buf[..n], write)?;
+        Ok(n)
+    })();
+    reg.unlock_mapping();
+    let n = r?;
+    at.off += n as u64;
+    if reg.with(|i| i.hca.get(at.idx).is_some_and(|e| at.off == e.len)) {
+        at.idx += 1;
+        at.off = 0;
+    }
+    Ok(n)
+}
+
+/// `PCSIM_IOC_DMA` on `reg`.
+pub(crate) fn dma(reg: &Reg, arg: &pcsim_dma) -> Result {
+    let write = match arg.write {
+        0 => false,
+        1 => true,
+        _ => return Err(EINVAL),
+    };
+    let off = arg.va.checked_sub(reg.va).ok_or(EINVAL)?;
+    if off > reg.len || arg.len > reg.len - off {
+        return Err(EINVAL);
+    }
+    if write && !reg.writable {
+        return Err(EACCES);
+    }
+    let nv = NvSim::get().ok_or(ENODEV)?;
+    if arg.len == 0 {
+        return Ok(());
+    }
+    let mut at = locate(reg, arg.va)?;
+    let mut bounce = KVec::from_elem(0u8, STEP as usize, GFP_KERNEL)?;
+    let mut done = 0u64;
+    while done < arg.len {
+        let want = (arg.len - done).min(STEP) as usize;
+        let part = &mut bounce[..want];
+        if write {
+            sys::copy_from_user(part, arg.buf + done)?;
+        }
+        let n = match step(&nv, reg, &mut at, part, write) {
+            Ok(n) => n,
+            Err(e) => {
+                // A fault: memory gone under a registration still mapped
+                // is the client's missing invalidation.
+                if e == EFAULT {
+                    mr::check_live(&nv, reg, "HCA DMA");
+                }
+                return Err(e);
+            }
+        };
+        if !write {
+            sys::copy_to_user(arg.buf + done, &bounce[..n])?;
+        }
+        done += n as u64;
+    }
+    Ok(())
+}
