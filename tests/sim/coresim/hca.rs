@@ -91,7 +91,7 @@ pub(crate) fn dma(reg: &Reg, arg: &pcsim_dma) -> Result {
         let want = (arg.len - done).min(STEP) as usize;
         let part = &mut bounce[..want];
         if write {
-            sys::copy_from_user(part, arg.buf + done)?;
+            sys::copy_from_user(part, arg.buf.wrapping_add(done))?;
         }
         let n = match step(&nv, reg, &mut at, part, write) {
             Ok(n) => n,
@@ -105,7 +105,7 @@ pub(crate) fn dma(reg: &Reg, arg: &pcsim_dma) -> Result {
             }
         };
         if !write {
-            sys::copy_to_user(arg.buf + done, &bounce[..n])?;
+            sys::copy_to_user(arg.buf.wrapping_add(done), &bounce[..n])?;
         }
         done += n as u64;
     }

@@ -44,7 +44,7 @@ impl StateGuard<'_> {
         let mut at = bus;
         while at < end {
             self.bar_page(at)?;
-            at = (at & !(GPU_PAGE - 1)) + GPU_PAGE;
+            at = (at & !(GPU_PAGE - 1)).saturating_add(GPU_PAGE);
         }
         let mut done = 0usize;
         while done < buf.len() {
@@ -84,7 +84,9 @@ impl StateGuard<'_> {
 }
 
 /// `NVSIM_IOC_MEMCPY` for the calling process, one GPU page at a time,
-/// through a bounce buffer (no user copy with the lock held).
+/// through a bounce buffer (no user copy with the lock held).  The user
+/// address only ever goes to the user copies, which refuse what is not the
+/// caller's (a wrapped one included).
 pub(crate) fn memcpy(arg: &nvsim_memcpy) -> Result {
     let tgid = sys::current_tgid();
     let to_gpu = match arg.dir {
@@ -102,11 +104,11 @@ pub(crate) fn memcpy(arg: &nvsim_memcpy) -> Result {
         let n = ((GPU_PAGE - va % GPU_PAGE).min(arg.len - done)) as usize;
         let part = &mut bounce[..n];
         if to_gpu {
-            sys::copy_from_user(part, arg.buf + done)?;
+            sys::copy_from_user(part, arg.buf.wrapping_add(done))?;
             API.state().access_va(tgid, va, part, true)?;
         } else {
             API.state().access_va(tgid, va, part, false)?;
-            sys::copy_to_user(arg.buf + done, part)?;
+            sys::copy_to_user(arg.buf.wrapping_add(done), part)?;
         }
         done += n as u64;
     }
