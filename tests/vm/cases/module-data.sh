@@ -12,7 +12,8 @@
 # 4 KiB boundaries; 4 KiB up to 1 GiB (in persistent mode; 256 MiB in
 # invalidate mode, a quarter of each on the debug kernel); the bytes around
 # a registration stay untouched; an invalidated registration
-# moves nothing, a persistent one keeps its memory after cudaFree.
+# moves nothing, a persistent one keeps its memory after cudaFree, also
+# when the free comes while the HCA writes.
 # data_big=0 leaves out the big one (the plant-sg-* controls).
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
@@ -50,17 +51,27 @@ done
 # After cudaFree: an invalidated registration moves nothing (the HCA is
 # fenced); a persistent one still reaches its memory, which stays pinned
 # until the deregistration, as the real driver keeps it.
-va=$((base + (8 << 30)))
+# Under traffic: cudaFree while the HCA writes (256 MiB, 64 MiB under
+# KASAN, 64 KiB per DMA step): the invalidation waits for the step in
+# flight and the write stops with ESTALE; in persistent mode it completes
+# and the memory keeps what it wrote.
+va=$((base + (8 << 30))) traffic=256M; [ "$(debug_kernel)" = yes ] && traffic=64M
 check "providers + peermem_rs mode=invalidate" pm_up mode=invalidate || finish
 check "invalidate: after cudaFree the HCA can neither read nor write" \
   sim_run "A=gpu alloc 2M fragmented:4 --at $va; data fill \$A 2M 1; H=core reg \$A 2M; data read \$H \$A 2M 1;" \
     "gpu free \$A; !ESTALE data read \$H \$A 2M 1; !ESTALE data write \$H \$A 2M 3; core dereg \$H"
+check "invalidate: cudaFree during the HCA's write stops it (ESTALE)" \
+  sim_run "A=gpu alloc $traffic --at $((va + (2 << 30))); H=core reg \$A $traffic --sg-max 1; & !ESTALE data write \$H \$A $traffic 2;" \
+    "sleep 100; gpu free \$A; wait; core dereg \$H"
 no_leaks
 check "unload" pm_down
 check "providers + peermem_rs mode=persistent" pm_up mode=persistent || finish
 check "persistent: after cudaFree the HCA still reads and writes the pinned memory" \
   sim_run "A=gpu alloc 2M fragmented:4 --at $va; data fill \$A 2M 1; H=core reg \$A 2M; gpu free \$A;" \
     "data read \$H \$A 2M 1; data write \$H \$A 2M 3; data read \$H \$A 2M 3; !EFAULT data verify \$A 2M 3; core dereg \$H"
+check "persistent: cudaFree during the HCA's write: it completes, the memory keeps it" \
+  sim_run "A=gpu alloc $traffic --at $((va + (2 << 30))); H=core reg \$A $traffic --sg-max 1; & data write \$H \$A $traffic 2;" \
+    "sleep 100; gpu free \$A; wait; data read \$H \$A $traffic 2; core dereg \$H"
 no_leaks
 check "unload" pm_down
 finish
