@@ -244,9 +244,9 @@ impl PageBlock {
     /// Copies `buf.len()` bytes of the block at `offset` into `buf`.
     pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result {
         self.check(offset, buf.len())?;
-        // SAFETY: `self.page` heads a live block of `size()` bytes
-        // (invariant) and the range lies inside it (checked); `buf` is
-        // writable for its length.
+        // The glue's contract: a live block (invariant), the range inside it
+        // (checked just above), `buf` valid for `buf.len()` bytes.
+        // SAFETY: all three hold; `buf` is a writable slice of that length.
         unsafe {
             b::nvsim_glue_block_copy(
                 self.page.as_ptr(),
@@ -262,8 +262,8 @@ impl PageBlock {
     /// Copies `buf` into the block at `offset`.
     pub(crate) fn write(&self, offset: u64, buf: &[u8]) -> Result {
         self.check(offset, buf.len())?;
-        // SAFETY: as in `read`; the glue only reads `buf` when copying to
-        // the block.
+        // SAFETY: as in `read`; copying to the block, the glue only reads
+        // `buf`, a readable slice of that length.
         unsafe {
             b::nvsim_glue_block_copy(
                 self.page.as_ptr(),
