@@ -89,7 +89,9 @@ struct nvsim_delay {
 					 * runs, then the put is held until wait_ms */
 #define NVSIM_HOOK_GET_PAGES	5	/* get_pages, between pinning and registering
 					 * the free callback (two API-lock holds) */
-#define NVSIM_HOOK_SITES	6
+#define NVSIM_HOOK_GET_PAGES_RETURN 6	/* get_pages, after registering the free
+					 * callback, before it returns the table */
+#define NVSIM_HOOK_SITES	7
 #define NVSIM_MAX_WAIT_MS	60000	/* a longer wait_ms is EINVAL */
 struct nvsim_hook {
 	__u32 site;

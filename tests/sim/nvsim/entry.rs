@@ -131,6 +131,13 @@ unsafe extern "C" fn nvidia_p2p_get_pages(
         api.state()
             .register_callback(serial, callback, data as usize)?;
         drop(api);
+        // As the driver: nothing holds the pin between registering its
+        // callback and returning it (nv-p2p.c `nv_p2p_get_pages`): a free
+        // then calls the callback before the caller has the table, which
+        // is freed when it gets it.
+        if let Some((_, owner, va)) = pin {
+            hooks::fire(Site::GetPagesReturn, owner, va);
+        }
         // SAFETY: `out` is non-NULL and valid for writing (caller's contract).
         unsafe { out.as_ptr().write(table) };
         Ok(0)

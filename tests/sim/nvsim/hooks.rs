@@ -10,7 +10,7 @@
 use kernel::prelude::*;
 
 use crate::bindings::{
-    nvsim_hook, NVSIM_HOOK_GET_PAGES, NVSIM_HOOK_MAP_EPILOGUE, NVSIM_HOOK_MAP_PROLOGUE,
+    nvsim_hook, NVSIM_HOOK_GET_PAGES, NVSIM_HOOK_GET_PAGES_RETURN, NVSIM_HOOK_MAP_EPILOGUE, NVSIM_HOOK_MAP_PROLOGUE,
     NVSIM_HOOK_PUT, NVSIM_HOOK_SITES, NVSIM_HOOK_UNMAP,
 };
 use crate::lock::API;
@@ -37,6 +37,9 @@ pub(crate) enum Site {
     /// get_pages between its two API-lock holds: pinned, the free callback
     /// not registered yet.
     GetPages = NVSIM_HOOK_GET_PAGES as isize,
+    /// get_pages after registering the free callback, before it returns:
+    /// the callback runs before the caller has the table.
+    GetPagesReturn = NVSIM_HOOK_GET_PAGES_RETURN as isize,
 }
 
 impl Site {
@@ -47,6 +50,7 @@ impl Site {
             Site::Unmap => "unmap",
             Site::Put => "put",
             Site::GetPages => "get_pages",
+            Site::GetPagesReturn => "get_pages_return",
         }
     }
 }
@@ -100,6 +104,7 @@ impl Armed {
             Site::Unmap,
             Site::Put,
             Site::GetPages,
+            Site::GetPagesReturn,
         ] {
             writeln!(t, "hook.{}={}", site.name(), self.count[site as usize])?;
         }

@@ -75,6 +75,13 @@ pub fn run(dev: &Devices, w: &[String], out: &dyn Fn(String)) -> Result<Captured
         ("check", _) => check(dev, &w[1..], out).map(|()| None),
         ("fork", _) => crate::proc::fork_run(dev, &w[1..], out).map(|()| None),
         ("handoff", s) => crate::proc::handoff(dev, sim(s)?).map(|()| None),
+        ("exec", _) => crate::proc::exec(dev, &w[1..]).map(|()| None),
+        ("adopt", s) => {
+            let fd = number(w.get(2), "adopt gpu|core FD")?;
+            let fd = i32::try_from(fd).map_err(|_| usage("adopt: FD out of range"))?;
+            dev.adopt(sim(s)?, fd);
+            Ok(None)
+        }
         ("send-fd", s) => crate::proc::send_fd(dev, sim(s)?).map(|()| None),
         ("mlockall", _) => crate::proc::lock_memory().map(|()| None),
         ("write", path) => {
@@ -224,13 +231,14 @@ fn gpu(dev: &Devices, sub: &str, a: &[String], out: &dyn Fn(String)) -> Result<C
             Ok(None)
         }
         "hook" => {
-            let u = "gpu hook map_prologue|map_epilogue|unmap|put|get_pages|none [COUNT] [WAIT_MS]";
+            let u = "gpu hook map_prologue|map_epilogue|unmap|put|get_pages|get_pages_return|none [COUNT] [WAIT_MS]";
             let site = match a.first().map(String::as_str) {
                 Some("map_prologue") => HOOK_MAP_PROLOGUE,
                 Some("map_epilogue") => HOOK_MAP_EPILOGUE,
                 Some("unmap") => HOOK_UNMAP,
                 Some("put") => HOOK_PUT,
                 Some("get_pages") => HOOK_GET_PAGES,
+                Some("get_pages_return") => HOOK_GET_PAGES_RETURN,
                 _ => return Err(usage(u)),
             };
             let mut arg = NvsimHook {

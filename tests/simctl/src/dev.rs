@@ -81,6 +81,16 @@ impl Devices {
         slot.as_ref().map(|f| f.as_raw_fd())
     }
 
+    /// Takes `fd`, an open control file of `sim` inherited across an exec,
+    /// as `sim`'s control file.
+    pub fn adopt(&self, sim: Sim, fd: i32) {
+        use std::os::unix::io::FromRawFd;
+        // SAFETY: `fd` is an open file this process owns from now on
+        // (`exec` in proc.rs left it open for the new image to adopt).
+        let f = unsafe { File::from_raw_fd(fd) };
+        *self.slot(sim).lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(f));
+    }
+
     /// Closes `sim`'s control file (once no thread uses it any more).
     pub fn close(&self, sim: Sim) {
         let f = self

@@ -12,13 +12,13 @@
 //! ```text
 //! gpu alloc LEN [contiguous|fragmented:K|shuffled] [--at VA]   -> alloc va=...
 //! gpu free VA | gpu fault get_pages|dma_map|persistent|put|put_persistent|unmap N [ERRNO]
-//! gpu hook map_prologue|map_epilogue|unmap|put|get_pages [COUNT] [WAIT_MS]
+//! gpu hook map_prologue|map_epilogue|unmap|put|get_pages|get_pages_return [COUNT] [WAIT_MS]
 //! gpu delay US_PER_PAGE | gpu stats | gpu get KEY | gpu reset
 //! core reg VA LEN [--access rw|ro|N] [--hook STEP:ACTION[:MS[:VA]]] [--sg-max N]
 //!      -> reg handle=H client=... core_context=N page_size=... nents=N; sg ... lines
 //! core dereg H | core dma-check H | core query H | core stats | core get KEY | core reset
 //! core disassociate H | core reg ... --qp
-//! fork COMMAND... | handoff gpu|core | send-fd gpu|core
+//! fork COMMAND... | handoff gpu|core | send-fd gpu|core | exec STMT [+ STMT]...
 //! open gpu|core | close gpu|core | check [KIND=N|KIND+]... | write PATH VALUE | read PATH
 //! sleep MS | echo TEXT
 //! data fill|verify VA LEN SEED | data write|read H VA LEN SEED   (see data.rs)

@@ -23,7 +23,10 @@ extern "C" {
     fn sendmsg(fd: c_int, msg: *const MsgHdr, flags: c_int) -> isize;
     fn recvmsg(fd: c_int, msg: *mut MsgHdr, flags: c_int) -> isize;
     fn mlockall(flags: c_int) -> c_int;
+    fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
 }
+
+const F_SETFD: c_int = 2;
 
 const MCL_CURRENT: c_int = 1;
 
@@ -127,6 +130,30 @@ pub fn fork_run(dev: &Devices, words: &[String], out: &dyn Fn(String)) -> Result
     )?;
     out(format!("forked pid={pid}: {}", words.join(" ")));
     reap(pid, "fork")
+}
+
+/// `exec STMT [+ STMT]...`: this process replaces its image with simctl's
+/// own (execve: the same process, alive) and runs the statements there.
+/// The core control file stays open across the exec, adopted there; every
+/// other file is closed by it (simctl opens all close-on-exec, as libcuda
+/// opens the nvidia device files), so the GPU simulator sees this process's
+/// control file closed while the process lives on.
+pub fn exec(dev: &Devices, words: &[String]) -> Result<(), CmdError> {
+    use std::os::unix::process::CommandExt;
+    let fd = dev
+        .get(Sim::Core)
+        .map_err(|e| CmdError::Os(e.raw_os_error().unwrap_or(5), "exec".into()))?
+        .as_raw_fd();
+    // SAFETY: clears FD_CLOEXEC on an fd this process owns.
+    if unsafe { fcntl(fd, F_SETFD, 0 as c_int) } < 0 {
+        return Err(last_os("fcntl"));
+    }
+    let script = format!("adopt core {fd}; {}", words.join(" ").replace(" + ", "; "));
+    let e = std::process::Command::new("/proc/self/exe")
+        .arg("run")
+        .arg(script)
+        .exec();
+    Err(CmdError::Os(e.raw_os_error().unwrap_or(5), "exec".into()))
 }
 
 /// `handoff gpu|core`: a forked child closes the last reference to the

@@ -95,6 +95,7 @@ pub const HOOK_MAP_EPILOGUE: u32 = 2;
 pub const HOOK_UNMAP: u32 = 3;
 pub const HOOK_PUT: u32 = 4;
 pub const HOOK_GET_PAGES: u32 = 5;
+pub const HOOK_GET_PAGES_RETURN: u32 = 6;
 
 #[repr(C)]
 #[derive(Default, Clone, Copy, Debug)]

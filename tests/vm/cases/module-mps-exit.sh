@@ -14,23 +14,12 @@
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 
-REFCNT=/sys/module/peermem_rs/refcnt
+REFCNT=/sys/module/$PM_MODULE/refcnt
 check "providers + peermem_rs mode=invalidate" pm_up mode=invalidate || finish
 
 VA=0x500000000000
 OWNER_GO=/tmp/mps.owner.go
 CLIENT_GO=/tmp/mps.client.go
-
-# refcnt_settles N -- the module's reference count reaches N within 3 s
-# (a callback's references are given back from the module's work queue).
-refcnt_settles() {
-  local i
-  for i in $(seq 30); do
-    [ "$(< $REFCNT)" = "$1" ] && return 0
-    sleep 0.1
-  done
-  echo "refcnt $(< $REFCNT), expected $1" >&2; return 1
-}
 
 # mps ORDER ARMED -- an owner process allocates at $VA and shares it with a
 # client process (gpu share), which registers it and is killed (exit with
