@@ -153,10 +153,19 @@ impl<T: PeerMemoryClient> ClientTable<T> {
     fn active<'a>() -> Option<ArcBorrow<'a, T>> {
         let p = NonNull::new(T::active().0.load(Ordering::Acquire))?;
         // `deactivate` needs proof that neither the core nor a stats reader
-        // can call us any more, so no borrow made here outlives the client.
+        // can call us any more, and it runs in module exit, which starts
+        // only once no module reference is left: a free callback whose pin
+        // may call back runs while its registry entry holds one.  So no
+        // borrow made here outlives the client.
         // SAFETY: `p` came from `Arc::into_raw(Arc<T>)` and stays alive until
         // `deactivate`.
         Some(unsafe { ArcBorrow::from_raw(p.as_ptr()) })
+    }
+
+    /// `f` of the active client, if one is: for the NVIDIA driver's free
+    /// callback (rust/nvidia/registry.rs).
+    pub(crate) fn with_active<U>(f: impl FnOnce(&T) -> U) -> Option<U> {
+        Self::active().map(|client| f(&client))
     }
 
     /// Shows the stats through the active client (debugfs).

@@ -35,7 +35,8 @@ module_param_named(mode, peer_mode, charp, 0444);
 MODULE_PARM_DESC(mode,
 	"auto (default): persistent if the driver has the persistent API, else invalidate; "
 	"persistent: pin with nvidia_p2p_get_pages_persistent, memory outlives cudaFree until deregistration; "
-	"invalidate: pin with a free callback, cudaFree revokes the MR");
+	"invalidate: pin with a free callback, cudaFree revokes the MR; it cannot fence the puts "
+	"of another user of the NVIDIA P2P API in the same process (gdrdrv, nvidia-fs)");
 
 /*
  * The two providers' entry points, resolved by name by the module loader
@@ -252,9 +253,9 @@ void peermem_sg_free(struct sg_table *sgt)
 }
 
 /*
- * The module's own work queue, where a free callback's reference on a
- * pin's tombstone is given back (it may be the last reference on the
- * module): module exit destroys the queue, which waits for a work
+ * The module's own work queue, where a free callback lets go of the
+ * registry's reference on its registration (it may be the last reference
+ * on the module): module exit destroys the queue, which waits for a work
  * function still returning through our code.  The kernel crate queues
  * work items (kernel::workqueue, rust/glue.rs) but has no queue a module
  * can allocate and destroy (only the system queues, which a module cannot

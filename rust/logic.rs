@@ -11,9 +11,6 @@ pub(crate) mod coalesce;
 #[path = "logic/gate.rs"]
 pub(crate) mod gate;
 #[allow(unreachable_pub, dead_code)]
-#[path = "logic/held.rs"]
-pub(crate) mod held;
-#[allow(unreachable_pub, dead_code)]
 #[path = "logic/histogram.rs"]
 pub(crate) mod histogram;
 #[allow(unreachable_pub, dead_code)]

@@ -12,22 +12,18 @@
 //! the RDMA core.  The driver holds its own lock around the free callback,
 //! which takes ours; since we never take the driver's lock (by calling it)
 //! while holding ours, the two are never taken in both orders.  The free
-//! callback may wait (on [`PeerMr::unmapped`]) for a DMA unmap in
-//! flight, which takes no driver lock; it never waits for a pin, unpin or
-//! map call.  The state machine and its diagram are in rust/logic/state.rs.
+//! callback never waits for a driver call in flight.  The state machine and
+//! its diagram are in rust/logic/state.rs.
 
-use kernel::new_condvar;
 use kernel::prelude::*;
-use kernel::sync::{Arc, ArcBorrow, CondVar, Mutex};
+use kernel::sync::{Arc, ArcBorrow, Mutex};
+use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
-use crate::client::{Active, PeerMemoryClient};
+use crate::client::{Active, ClientTable, PeerMemoryClient};
 use crate::glue::{self, pr_err_ratelimited, pr_warn_ratelimited, ModuleRef};
 use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
-use crate::nvidia::{
-    is_enotsupp, Adopt, CallbackRan, CallbackRef, Disarmed, HeldTables, NvidiaP2p, Pins, Revocable,
-    Revocation, Tombstone, UnmapReturned, UnmapSink,
-};
+use crate::nvidia::{is_enotsupp, Adopt, NvidiaP2p, PinId, Pins, Registry, Revocable};
 use crate::peer_core::Invalidator;
 use crate::pin_gate::PinGate;
 use crate::sg::{DmaDevice, OwnedSgTable, SgTable};
@@ -58,8 +54,8 @@ impl Mode {
 /// The module-wide client: the NVIDIA API, the mode, (invalidate mode) the
 /// core's invalidate entry point, known before the client serves any
 /// registration (rust/driver.rs), the gate that keeps our revocable
-/// pins and puts apart (rust/logic/gate.rs), and the tables our revocable
-/// pins hold (rust/nvidia/held.rs).
+/// pins and puts apart (rust/logic/gate.rs), and the registry of the
+/// revocable pins that may call back (rust/nvidia/registry.rs).
 #[pin_data]
 pub(crate) struct Client {
     nvidia: NvidiaP2p,
@@ -69,7 +65,7 @@ pub(crate) struct Client {
     #[pin]
     gate: PinGate,
     #[pin]
-    held: HeldTables,
+    registry: Registry<PeerMr>,
 }
 
 impl Client {
@@ -87,7 +83,7 @@ impl Client {
                 name,
                 invalidator,
                 gate <- PinGate::new(),
-                held <- HeldTables::new(),
+                registry <- Registry::new(),
             }),
             GFP_KERNEL,
         )
@@ -103,8 +99,6 @@ struct Inner {
     /// `dma_unmap`, else in `release`).
     sg: Option<OwnedSgTable>,
     core_context: Option<u64>,
-    /// The free callback's reference, while the callback may still run.
-    callback: Option<CallbackRef<PeerMr>>,
     /// An error from pinning, reported by `get_pages` (see `acquire`).
     pin_error: Option<Error>,
 }
@@ -115,20 +109,25 @@ struct Inner {
 ///
 /// `inner.pins` holds the pin exactly while `inner.state.holds_pin()`
 /// (outside of the short windows where a step took it out to call the
-/// driver), and `inner.callback` is `Some` while a free callback may still
-/// arrive.
+/// driver).  In invalidate mode the client's registry holds the
+/// registration under `id` while its pin may call back.
 #[pin_data]
 pub(crate) struct PeerMr {
     client: Arc<Client>,
     addr: u64,
     size: u64,
     range: GpuRange,
+    id: PinId,
     #[pin]
     inner: Mutex<Inner>,
-    /// Signalled when a DMA unmap returns (a free callback may wait for it).
+    /// Lets go of the registry's reference after the free callback.
     #[pin]
-    unmapped: CondVar,
+    let_go: Work<PeerMr>,
     _module: ModuleRef,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for PeerMr { self.let_go }
 }
 
 impl PeerMr {
@@ -167,12 +166,14 @@ impl PeerMr {
             }
         };
         let module = ModuleRef::get()?;
+        let id = client.registry.new_id();
         let reg = Arc::pin_init(
             pin_init!(PeerMr {
                 client,
                 addr,
                 size,
                 range,
+                id,
                 inner <- Pins::new_locked(|pins| Inner {
                     // Pinned from before the pin call: a free callback that
                     // arrives before we look at the result revokes it.
@@ -180,10 +181,9 @@ impl PeerMr {
                     pins,
                     sg: None,
                     core_context: None,
-                    callback: None,
                     pin_error: None,
                 }),
-                unmapped <- new_condvar!("peermem_rs::PeerMr::unmapped"),
+                let_go <- new_work!("peermem_rs::PeerMr::let_go"),
                 _module: module,
             }),
             GFP_KERNEL,
@@ -191,27 +191,18 @@ impl PeerMr {
         let t0 = glue::now_ns();
         let pinned = match reg.client.mode {
             Mode::Invalidate => {
-                // The callback's reference lives in the registration from
-                // before the pin call, so a callback arriving at any time
-                // finds it there.
-                let (cb, armed) = CallbackRef::arm(reg.clone())?;
-                reg.inner.lock().callback = Some(cb);
-                // No put of ours is in flight meanwhile: none can name the
-                // table the driver gives us (see rust/logic/gate.rs).  The
-                // table is recorded before any can.
+                // Registered from before the pin call, so a callback
+                // arriving at any time finds it.  No put of ours is in
+                // flight meanwhile: none can name the table the driver
+                // gives us (see rust/logic/gate.rs).
                 let client = &reg.client;
+                let armed = client.registry.arm(id, reg.clone())?;
                 client
                     .gate
-                    .pin(|side| {
-                        let pinned = client.nvidia.pin_revocable(&range, armed);
-                        if let Ok(table) = &pinned {
-                            client.held.record(table, side);
-                        }
-                        pinned
-                    })
-                    .map_err(|(e, disarmed)| {
-                        if let Some(proof) = disarmed {
-                            reg.release_callback(proof);
+                    .pin(|_| client.nvidia.pin_revocable(&range, armed))
+                    .map_err(|(e, maybe_armed)| {
+                        if !maybe_armed {
+                            drop(client.registry.take(id));
                         }
                         e
                     })
@@ -251,9 +242,7 @@ impl PeerMr {
             }
             Err(Adopt::Freed(table)) => {
                 // cudaFree raced with the pin: the driver owns the table,
-                // and the callback took its reference (and its record,
-                // unless it came before the record was made).
-                reg.client.held.forget_unadopted(&table);
+                // and the callback took the registry's reference.
                 table.forget();
                 STATS.error(ErrorKind::Revoked);
                 Ok(None)
@@ -273,14 +262,6 @@ impl PeerMr {
                 }
                 Ok(None)
             }
-        }
-    }
-
-    /// Gives the free callback's reference back (the driver will not call).
-    fn release_callback(&self, proof: Disarmed) {
-        let callback = self.inner.lock().callback.take();
-        if let Some(cb) = callback {
-            cb.release(proof);
         }
     }
 
@@ -331,13 +312,6 @@ impl PeerMr {
                 // gate: then the table is freed, and is not passed on.
                 if self.inner.lock().state != State::Mapping {
                     return None;
-                }
-                // Another user's put released the pin, and a newer pin of
-                // ours has its table's address: mapping it would map that
-                // pin for us.
-                if self.client.held.map_refused(&table, gate) {
-                    self.said_released_under_us();
-                    return Some(Err(EFAULT));
                 }
                 Some(self.client.nvidia.dma_map(peer, table, Some(gate)))
             }),
@@ -415,72 +389,30 @@ impl PeerMr {
         };
         drop(inner);
         drop(sg);
-        let Some(call) = call else {
-            // Nothing to unmap after all: `Unmapping` must still end (a
-            // free callback would wait for it under the driver's lock).
-            self.inner.lock().state.unmap_end();
-            self.unmapped.notify_all();
-            return;
-        };
-        let (done, unmapped) = self.client.nvidia.dma_unmap(call, self);
-        if unmapped.is_err() {
-            STATS.error(ErrorKind::DmaUnmap);
+        if let Some(call) = call {
+            if self.client.nvidia.dma_unmap(call).is_err() {
+                STATS.error(ErrorKind::DmaUnmap);
+            }
         }
-        done.report();
+        self.inner.lock().state.unmap_end();
     }
 
-    /// The driver's free callback: wait for an unmap in flight, fence DMA if
-    /// the HCA may be using the memory, give the page table and mapping up.
-    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<PeerMr>) -> Revocation<PeerMr> {
-        // The driver frees the table once we return: its address no longer
-        // says anything about this pin.
-        self.client.held.forget_revoked(&ran);
+    /// The driver's free callback: fence DMA if the HCA may be using the
+    /// memory, give the page table and mapping up.
+    fn free_callback(&self) {
         let mut inner = self.inner.lock();
-        // A put answered 0 that could not be confirmed parked the
-        // reference in the tombstone just before this callback read the
-        // registration from it: the pin was still armed, and nothing of
-        // the registration is left to revoke.
-        let ran = if inner.callback.is_none() {
-            match tomb.revoke_parked(ran) {
-                Ok(revoked) => return revoked,
-                Err(ran) => ran,
-            }
-        } else {
-            ran
-        };
-        let mut waited = false;
-        let (orphan, action) = loop {
-            let orphan = inner.state == State::Orphaned;
-            match inner.state.free_callback() {
-                Ok(Action::Wait) => {
-                    waited = true;
-                    self.unmapped.wait(&mut inner);
-                }
-                other => break (orphan, other),
-            }
-        };
-        let (mut ran, mut callback) = (ran, inner.callback.take());
-        let revoked = loop {
-            match inner.pins.revoke(ran, callback) {
-                Ok(r) => break r,
-                Err((r, cb)) => {
-                    (ran, callback) = (r, cb);
-                    waited = true;
-                    self.unmapped.wait(&mut inner);
-                }
-            }
-        };
+        let orphan = inner.state == State::Orphaned;
+        let action = inner.state.free_callback();
+        inner.pins.revoke();
         let core_context = inner.core_context;
         drop(inner);
-        if waited {
-            STATS.callback_waited();
-        }
         let Ok(action) = action else {
             // A free callback for a pin we released (or never had): the
-            // driver broke its contract.
+            // driver broke its contract, or a put we took for a release
+            // did not release (rust/nvidia/probe.rs).
             STATS.error(ErrorKind::OutOfOrder);
             glue::warn_spurious_callback();
-            return revoked;
+            return;
         };
         STATS.unpinned(self.range.len());
         if orphan {
@@ -498,25 +430,23 @@ impl PeerMr {
             self.inner.lock().state.fence_done();
         }
         STATS.invalidated();
-        revoked
-    }
-}
-
-impl UnmapSink for PeerMr {
-    /// A DMA unmap of ours returned: `Unmapping` ends, and a free callback
-    /// waiting for it proceeds.
-    fn unmap_returned(&self, returned: UnmapReturned) {
-        let mut inner = self.inner.lock();
-        inner.pins.unmap_done(returned);
-        inner.state.unmap_end();
-        drop(inner);
-        self.unmapped.notify_all();
     }
 }
 
 impl Revocable for PeerMr {
-    fn revoke(&self, ran: CallbackRan, tomb: &Tombstone<PeerMr>) -> Revocation<PeerMr> {
-        PeerMr::revoke(self, ran, tomb)
+    fn revoke(id: PinId) -> Option<Arc<PeerMr>> {
+        let reg = ClientTable::<Client>::with_active(|client| client.registry.take(id))??;
+        reg.free_callback();
+        Some(reg)
+    }
+}
+
+/// The free callback's work: lets go of the registry's reference.
+impl WorkItem for PeerMr {
+    type Pointer = Arc<PeerMr>;
+
+    fn run(this: Arc<PeerMr>) {
+        drop(this);
     }
 }
 
@@ -560,7 +490,7 @@ impl PeerMemoryClient for Client {
         this: ArcBorrow<'_, Self>,
         f: &mut core::fmt::Formatter<'_>,
     ) -> core::fmt::Result {
-        STATS.render(f, this.mode.name(), this.name, this.held.count())
+        STATS.render(f, this.mode.name(), this.name)
     }
 
     fn active() -> &'static Active<Self> {

@@ -58,12 +58,8 @@ pub(crate) struct Stats {
     sg_after: AtomicU64,
     sg_tables: AtomicU64,
     orphaned: AtomicU64,
-    callback_waits: AtomicU64,
     gate_waits: AtomicU64,
     stale_puts_skipped: AtomicU64,
-    released_under_us: AtomicU64,
-    tombstones: AtomicU64,
-    tombstones_fired: AtomicU64,
     errors: [AtomicU64; ERROR_KINDS],
     pin_time: [AtomicU64; histogram::BUCKETS],
 }
@@ -85,12 +81,8 @@ impl Stats {
             sg_after: ZERO,
             sg_tables: ZERO,
             orphaned: ZERO,
-            callback_waits: ZERO,
             gate_waits: ZERO,
             stale_puts_skipped: ZERO,
-            released_under_us: ZERO,
-            tombstones: ZERO,
-            tombstones_fired: ZERO,
             errors: [ZERO; ERROR_KINDS],
             pin_time: [ZERO; histogram::BUCKETS],
         }
@@ -154,11 +146,6 @@ impl Stats {
         self.orphaned.fetch_sub(1, Relaxed);
     }
 
-    /// A free callback waited for a DMA unmap in flight.
-    pub(crate) fn callback_waited(&self) {
-        self.callback_waits.fetch_add(1, Relaxed);
-    }
-
     /// A revocable pin or put waited at the pin/put gate.
     pub(crate) fn gate_waited(&self) {
         self.gate_waits.fetch_add(1, Relaxed);
@@ -168,24 +155,6 @@ impl Stats {
     /// table was the driver's, and no put was made.
     pub(crate) fn stale_put_skipped(&self) {
         self.stale_puts_skipped.fetch_add(1, Relaxed);
-    }
-
-    /// A pin of ours was found released by another user's put (a newer pin
-    /// of ours got its table's address): its put was not made.
-    pub(crate) fn released_under_us(&self) {
-        self.released_under_us.fetch_add(1, Relaxed);
-    }
-
-    /// A put answered 0 could not be confirmed: the pin's tombstone waits
-    /// for its free callback.
-    pub(crate) fn tombstone_armed(&self) {
-        self.tombstones.fetch_add(1, Relaxed);
-    }
-
-    /// A free callback took a parked reference: its tombstone goes.
-    pub(crate) fn tombstone_fired(&self) {
-        self.tombstones.fetch_sub(1, Relaxed);
-        self.tombstones_fired.fetch_add(1, Relaxed);
     }
 
     /// Counts an error.
@@ -199,15 +168,8 @@ impl Stats {
         reg.saturating_sub(self.deregistrations.load(Relaxed))
     }
 
-    /// Writes the counters as `name value` lines; `held_tables` is the
-    /// client's count of recorded revocable pins (rust/nvidia/held.rs).
-    pub(crate) fn render(
-        &self,
-        w: &mut impl Write,
-        mode: &str,
-        name: &str,
-        held_tables: usize,
-    ) -> fmt::Result {
+    /// Writes the counters as `name value` lines.
+    pub(crate) fn render(&self, w: &mut impl Write, mode: &str, name: &str) -> fmt::Result {
         writeln!(w, "client {name}")?;
         writeln!(w, "mode {mode}")?;
         writeln!(w, "live_registrations {}", self.live())?;
@@ -228,24 +190,11 @@ impl Stats {
         )?;
         writeln!(w, "sg_tables {}", self.sg_tables.load(Relaxed))?;
         writeln!(w, "orphaned_pins {}", self.orphaned.load(Relaxed))?;
-        writeln!(w, "callback_waits {}", self.callback_waits.load(Relaxed))?;
         writeln!(w, "gate_waits {}", self.gate_waits.load(Relaxed))?;
         writeln!(
             w,
             "stale_puts_skipped {}",
             self.stale_puts_skipped.load(Relaxed)
-        )?;
-        writeln!(
-            w,
-            "pins_released_under_us {}",
-            self.released_under_us.load(Relaxed)
-        )?;
-        writeln!(w, "held_tables {held_tables}")?;
-        writeln!(w, "tombstones {}", self.tombstones.load(Relaxed))?;
-        writeln!(
-            w,
-            "tombstones_fired {}",
-            self.tombstones_fired.load(Relaxed)
         )?;
         for (name, n) in ERROR_NAMES.iter().zip(&self.errors) {
             writeln!(w, "errors.{name} {}", n.load(Relaxed))?;

@@ -5,13 +5,12 @@
 //! Each file is compiled twice: into the kernel module (rust/logic.rs
 //! includes them with `#[path]`) and into this host crate, so `cargo test`
 //! covers range math, SG coalescing, version rules, the registration
-//! state machine, the pin/put gate and the held-table records.
+//! state machine and the pin/put gate.
 
 #![no_std]
 
 pub mod coalesce;
 pub mod gate;
-pub mod held;
 pub mod histogram;
 pub mod range;
 pub mod state;

@@ -32,14 +32,13 @@
 //!
 //!  free callback (cudaFree, invalidate mode), from any state holding the pin:
 //!    Mapped                      ──► Invalidating ──(core fenced the DMA)──► Revoked
-//!    Unmapping                   ──► (the callback waits until the unmap returned:
-//!                                     the unmap takes no driver lock) ──► Revoked
 //!    Pinned, Lent, Mapping,
 //!    Fenced, Unpinning, Orphaned ──► Revoked   (no DMA can be active: no key yet,
 //!                                               or the core already fenced or
 //!                                               destroyed it)
-//!  The callback never waits for a pin, unpin or map call in flight (they
-//!  need the driver's lock, which the driver holds around the callback).
+//!  The callback never waits for a driver call in flight (a pin, unpin or
+//!  map needs the driver's lock, which the driver holds around the
+//!  callback; only persistent pins, which have no callback, are unmapped).
 //!  In Invalidating and Revoked the driver owns (and frees) the page table and
 //!  the mapping: every later step skips the driver and only tidies our side.
 //! ```
@@ -88,8 +87,6 @@ pub enum Action {
     UnmapFirst,
     /// Ask the core to invalidate (fence DMA), then report `fence_done`.
     Fence,
-    /// An unmap is in flight: wait until it returned, then ask again.
-    Wait,
 }
 
 /// Why an event is refused.
@@ -180,8 +177,7 @@ impl State {
         }
     }
 
-    /// The driver's unmap call returned; a free callback waiting for it may
-    /// go on.
+    /// The driver's unmap call returned.
     pub fn unmap_end(&mut self) {
         if *self == State::Unmapping {
             *self = State::Lent;
@@ -257,7 +253,6 @@ impl State {
 
     /// The driver's free callback (cudaFree of pinned memory).  `Fence`: the
     /// caller must have the core invalidate, then call `fence_done`.
-    /// `Wait`: an unmap is in flight; wait for `unmap_end`, then call again.
     /// `Err(OutOfOrder)`: a callback for a pin we do not hold (a driver bug);
     /// nothing to do.
     pub fn free_callback(&mut self) -> Result<Action, Refusal> {
@@ -266,7 +261,6 @@ impl State {
                 *self = State::Invalidating;
                 Ok(Action::Fence)
             }
-            State::Unmapping => Ok(Action::Wait),
             s if s.holds_pin() => {
                 *self = State::Revoked;
                 Ok(Action::Nothing)
@@ -405,19 +399,6 @@ mod tests {
         s.unmap_end();
         assert_eq!(s.unpin_begin(false, PERSISTENT), Action::CallDriver);
         assert!(s.unpin_end());
-    }
-
-    #[test]
-    fn free_during_unmap_waits_for_it() {
-        let mut s = mapped();
-        assert_eq!(s.unmap_begin(PERSISTENT), Ok(Action::CallDriver));
-        // The unmap is in the driver: the callback must wait, not return.
-        assert_eq!(s.free_callback(), Ok(Action::Wait));
-        assert_eq!(s, State::Unmapping);
-        s.unmap_end();
-        // Unmapped: no key, no DMA, nothing to fence.
-        assert_eq!(s.free_callback(), Ok(Action::Nothing));
-        assert_eq!(s, State::Revoked);
     }
 
     #[test]

@@ -14,11 +14,7 @@ use crate::bindings::{
 use crate::logic::range::GpuRange;
 use crate::pin_gate::TableSide;
 
-use super::probe::PutAnswered;
-use super::{
-    Armed, Disarmed, DmaMapping, FreeCallback, MapArgs, PageTable, PciDev, UnmapArgs, UnmapSink,
-    Unmapped,
-};
+use super::{Armed, DmaMapping, FreeCallback, MapArgs, PageTable, PciDev, UnmapArgs};
 
 /// `-ENOTSUPP` (524): the driver's "not supported here" (persistent pins on
 /// MIG, confidential computing, vGPU; force-BAR1 tables at map time).  A
@@ -127,26 +123,24 @@ impl NvidiaP2p {
             )
         };
         kernel::error::to_result(rc)?;
-        PageTable::new(table, range, None, 0)
+        PageTable::new(table, range, None)
     }
 
     /// Pins `range` of the calling process's GPU address space, revocably:
-    /// the driver calls `armed`'s callback if the memory is freed while
-    /// pinned.  When the driver kept no callback, the error comes with the
-    /// [`Disarmed`] that gives the callback's reference back; without one,
-    /// the reference must be kept (leaked rather than freed in use).
+    /// the driver calls `armed`'s callback with its id if the memory is
+    /// freed while pinned.  On failure, whether the driver may have kept the
+    /// callback (`true` only for a success without a table, a driver bug).
     pub(crate) fn pin_revocable(
         &self,
         range: &GpuRange,
         armed: Armed,
-    ) -> core::result::Result<PageTable, (Error, Option<Disarmed>)> {
+    ) -> core::result::Result<PageTable, (Error, bool)> {
         let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
-        let data = armed.data as usize;
-        // `armed.data` stays valid until the callback ran or the pin was
-        // released: its `CallbackRef` is given back only with a `Disarmed`
-        // proof for it, which exists only then.
         // SAFETY: `range` is aligned and non-empty (GpuRange invariant),
-        // `table` is an out pointer, `armed.data` lives (above).
+        // `table` is an out pointer.  `data` is an id the callback only
+        // compares (rust/nvidia/registry.rs): it needs to stay valid for
+        // nothing.  The callback is module code, kept loaded while the pin
+        // may call back (the registry entry's module reference).
         let rc = unsafe {
             (self.get_pages)(
                 0,
@@ -155,31 +149,26 @@ impl NvidiaP2p {
                 range.len(),
                 &mut table,
                 Some(armed.f),
-                armed.data,
+                armed.id.data(),
             )
         };
-        if let Err(e) = kernel::error::to_result(rc) {
-            // SAFETY: the driver keeps no callback of a pin it failed to
-            // make (nvidia_p2p_get_pages registers it only on success).
-            return Err((e, Some(unsafe { Disarmed::new(data) })));
-        }
-        // A success without a table would be a driver bug: the pin, if any,
-        // stays armed, so no proof is made and the reference is kept.
-        PageTable::new(table, range, Some(current_process()), data).map_err(|e| (e, None))
+        // The driver keeps no callback of a pin it failed to make
+        // (nvidia_p2p_get_pages registers it only on success).
+        kernel::error::to_result(rc).map_err(|e| (e, false))?;
+        PageTable::new(table, range, Some(current_process())).map_err(|e| (e, true))
     }
 
     /// Releases a pin (put_pages).  For a revocable pin, the driver looks the
     /// pin up among the calling process's P2P objects: from any other
     /// process (or a kernel thread) its put would find nothing, return 0,
     /// and leave the pin and its callback armed, so the table is given back
-    /// untouched ([`Unpin::Foreign`]).  A revocable put the driver answers
-    /// with 0 proves less than a release ([`PutAnswered`]): the caller
-    /// confirms it with what it learnt just before the put
-    /// ([`NvidiaP2p::reach_before_put`], [`NvidiaP2p::confirm_put`]) before giving the
-    /// callback's reference back.  A callback that raced with the put has
-    /// run already (the put waits for the driver's lock, which the driver
-    /// holds around the callback).
-    pub(crate) fn unpin(&self, table: PageTable) -> core::result::Result<Unpinned, Unpin> {
+    /// untouched ([`Unpin::Foreign`]).  A revocable put answered 0 proves
+    /// less than a release: RM answers 0 for "released" and for "not found
+    /// among this process's P2P objects" alike (nv-p2p.c
+    /// `nv_p2p_put_pages`); see rust/nvidia/probe.rs.  A callback that raced
+    /// with the put has run already (the put waits for the driver's lock,
+    /// which the driver holds around the callback).
+    pub(crate) fn unpin(&self, table: PageTable) -> core::result::Result<(), Unpin> {
         let rc = match (table.owner, &self.persistent) {
             (Some(owner), _) if owner != current_process() || owner == 0 => {
                 return Err(Unpin::Foreign(table))
@@ -192,23 +181,16 @@ impl NvidiaP2p {
             (None, Some(p)) => unsafe { (p.put)(table.va, table.ptr.as_ptr(), 0) },
             (None, None) => return Err(Unpin::Failed(EINVAL, Some(table))),
         };
-        if let Err(e) = kernel::error::to_result(rc) {
+        kernel::error::to_result(rc).map_err(|e| {
             // A persistent pin is released only by our put: it is still
             // ours to retry.  Whether a revocable one is still armed is
             // unknown: the table is not used again.
-            let table = if table.owner.is_none() {
-                Some(table)
+            if table.owner.is_none() {
+                Unpin::Failed(e, Some(table))
             } else {
                 table.forget();
-                None
-            };
-            return Err(Unpin::Failed(e, table));
-        }
-        // RM answers 0 for "released" and for "not found among this
-        // process's P2P objects" alike (nv-p2p.c `nv_p2p_put_pages`).
-        Ok(match table.owner {
-            Some(_) => Unpinned::Answered(PutAnswered { data: table.data }),
-            None => Unpinned::Persistent,
+                Unpin::Failed(e, None)
+            }
         })
     }
 
@@ -249,21 +231,12 @@ impl NvidiaP2p {
         Ok(DmaMapping { ptr, peer })
     }
 
-    /// Releases a DMA mapping taken out of `sink`'s [`Pins`].  The returned
-    /// [`Unmapped`] reports the return to `sink` when it is dropped; until
-    /// then the `Pins` keep the free callback from completing.
-    pub(crate) fn dma_unmap<'a>(
-        &self,
-        args: UnmapArgs,
-        sink: &'a dyn UnmapSink,
-    ) -> (Unmapped<'a>, Result) {
+    /// Releases a persistent pin's DMA mapping.
+    pub(crate) fn dma_unmap(&self, args: UnmapArgs) -> Result {
         let UnmapArgs { table, mapping } = args;
-        // Both stay valid during the call: they were live in `Pins` when
-        // taken, and `Pins` refuses to let the free callback complete (after
-        // which the driver frees them) until `unmap_done`; the unmap takes no
-        // driver lock, so that wait cannot deadlock (nvidia-p2p.md).
-        // SAFETY: `mapping` is a mapping of `table` for `mapping.peer` that we
-        // own (type invariant), released once here by value; both are valid.
+        // SAFETY: `mapping` is a mapping of `table` for `mapping.peer` that
+        // we own (type invariants), released once here by value; a
+        // persistent pin has no callback, and we put it only after this.
         let rc = unsafe {
             (self.dma_unmap_pages)(
                 mapping.peer.0.as_ptr(),
@@ -271,24 +244,8 @@ impl NvidiaP2p {
                 mapping.ptr.as_ptr(),
             )
         };
-        // INVARIANT: `table` is the pin just unmapped; `sink` took it out.
-        let done = Unmapped {
-            table: table.as_ptr() as usize,
-            sink,
-        };
-        (done, kernel::error::to_result(rc))
+        kernel::error::to_result(rc)
     }
-}
-
-/// What a put that succeeded proves.
-pub(crate) enum Unpinned {
-    /// A persistent pin: released (it has no callback).
-    Persistent,
-    /// A revocable pin: see [`PutAnswered`].
-    Answered(PutAnswered),
-    /// A revocable pin that another user's put had released (no put was
-    /// made: rust/nvidia/held.rs), with the proof that its callback is gone.
-    ReleasedUnderUs(Disarmed),
 }
 
 /// Why a pin was not released.

@@ -13,8 +13,7 @@ use crate::bindings::{nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev};
 /// # Invariants
 ///
 /// `ptr` is the table of a pin kept in a [`Pins`] when this was made (by
-/// [`Pins::map_args`]); `revocable` says whether that pin is revocable, and
-/// `data` is its callback `data` (0 for a persistent pin).
+/// [`Pins::map_args`]); `revocable` says whether that pin is revocable.
 ///
 /// [`Pins`]: super::Pins
 /// [`Pins::map_args`]: super::Pins::map_args
@@ -22,16 +21,16 @@ use crate::bindings::{nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev};
 pub(crate) struct MapArgs {
     pub(super) ptr: NonNull<nvidia_p2p_page_table>,
     pub(super) revocable: bool,
-    pub(super) data: usize,
 }
 
-/// What `dma_unmap_pages` needs: the mapping and its page table.
+/// What `dma_unmap_pages` needs: a persistent pin's mapping and its page
+/// table (a revocable pin's mapping goes with its put: rust/logic/state.rs).
 ///
 /// # Invariants
 ///
-/// `mapping` is a mapping of `table`, taken out of a [`Pins`] by
-/// [`Pins::take_unmap`], which keeps the free callback from completing (so
-/// both valid) until given the [`Unmapped`] of this unmap.
+/// `mapping` is a mapping of `table`, a persistent pin, taken out of a
+/// [`Pins`] by [`Pins::take_unmap`]: both stay valid until our put, which
+/// the caller makes only after the unmap returned.
 ///
 /// [`Pins`]: super::Pins
 /// [`Pins::take_unmap`]: super::Pins::take_unmap
@@ -42,54 +41,6 @@ pub(crate) struct UnmapArgs {
 
 // SAFETY: addresses passed back to the driver, not tied to a thread.
 unsafe impl Send for UnmapArgs {}
-
-/// Where the return of an unmap taken by [`Pins::take_unmap`] is reported:
-/// the registration that owns that [`Pins`].
-pub(crate) trait UnmapSink {
-    /// The unmap returned: give `returned` to the [`Pins`]
-    /// ([`Pins::unmap_done`]) and wake a free callback waiting for it.
-    fn unmap_returned(&self, returned: UnmapReturned);
-}
-
-/// The report of [`Unmapped`] to its [`UnmapSink`]: made only when an
-/// `Unmapped` is dropped.  `table` names the pin (its address).
-pub(crate) struct UnmapReturned {
-    pub(super) table: usize,
-}
-
-/// That the `dma_unmap_pages` of an [`UnmapArgs`] taken by
-/// [`Pins::take_unmap`] returned: made only by [`NvidiaP2p::dma_unmap`].
-///
-/// # Invariants
-///
-/// `table` names the pin whose unmap returned, and `sink` is the
-/// registration whose [`Pins`] took that unmap out.  However the value
-/// ends -- [`Unmapped::report`] or any other drop, an early return or an
-/// unwinding path included -- `Drop` reports it to `sink` exactly once,
-/// which ends the unmap in flight and lets a free callback waiting for it
-/// (under the driver's lock) proceed.  Only `mem::forget` could lose it,
-/// and nothing forgets it.
-///
-/// [`NvidiaP2p::dma_unmap`]: super::NvidiaP2p::dma_unmap
-#[must_use = "report it (Unmapped::report) once the unmap's result is read"]
-pub(crate) struct Unmapped<'a> {
-    pub(super) table: usize,
-    pub(super) sink: &'a dyn UnmapSink,
-}
-
-impl Unmapped<'_> {
-    /// Reports the return to the registration (what dropping does).
-    pub(crate) fn report(self) {
-        drop(self);
-    }
-}
-
-impl Drop for Unmapped<'_> {
-    fn drop(&mut self) {
-        self.sink
-            .unmap_returned(UnmapReturned { table: self.table });
-    }
-}
 
 /// A PCI device the HCA's DMA goes through.
 ///

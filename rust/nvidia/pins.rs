@@ -8,14 +8,11 @@ use kernel::prelude::*;
 use kernel::sync::Mutex;
 
 use crate::bindings::NVIDIA_P2P_PAGE_SIZE_64KB;
-use crate::glue::pr_warn_ratelimited;
 use crate::logic::coalesce::{coalesce, Coalesce};
 use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::logic::version;
 
-use super::{
-    CallbackRan, CallbackRef, DmaMapping, MapArgs, PageTable, Revocation, UnmapArgs, UnmapReturned,
-};
+use super::{DmaMapping, MapArgs, PageTable, UnmapArgs};
 
 /// Why a page table or mapping from the driver is refused.
 pub(crate) enum Unsupported {
@@ -61,27 +58,21 @@ pub(crate) enum Adopt {
 /// # Invariants
 ///
 /// It lives in the lock its owner's free callback takes (made only by
-/// [`Pins::new_locked`], in that lock's initializer), and the free
-/// callback can only complete through [`Pins::revoke`] (its trampoline
-/// needs the [`Revocation`] that only `revoke` makes), which refuses while an
-/// unmap is in flight and forgets the objects: so whatever is kept here is
-/// valid (the driver frees it only after that callback returned, or at the
-/// put of the pin, which [`Pins::take_table`] takes out with every mapping
-/// kept).  After `revoke`, nothing is kept any more.  The one exception no
-/// client can close: another user of the API in the same process whose late
-/// put releases this pin (README, "What no client can close"); so a kept
-/// mapping is read only in `dma_map`, right after the driver made it, a
-/// revocable pin's mapping is never passed to the driver again, and its
-/// table is not passed either once [`HeldTables`] saw it released.
-/// `entries` is the checked number of pages of `table`.
-///
-/// [`HeldTables`]: super::HeldTables
+/// [`Pins::new_locked`], in that lock's initializer), and the callback
+/// forgets the objects through [`Pins::revoke`] before it returns: so
+/// whatever is kept here is valid (the driver frees it only after that
+/// callback returned, or at the put of the pin, which [`Pins::take_table`]
+/// takes out with every mapping kept).  After `revoke`, nothing is kept any
+/// more.  The one exception no client can close: another user of the API
+/// in the same process whose late put releases this pin (README, "What no
+/// client can close"); so a kept mapping is read only in `dma_map`, right
+/// after the driver made it, and a revocable pin's mapping is never passed
+/// to the driver again.  `entries` is the checked number of pages of
+/// `table`.
 pub(crate) struct Pins {
     table: Option<PageTable>,
     entries: u32,
     mapping: Option<DmaMapping>,
-    /// The table (address) of the unmap in flight.
-    unmapping: Option<usize>,
     revoked: bool,
 }
 
@@ -97,7 +88,6 @@ impl Pins {
                 table: None,
                 entries: 0,
                 mapping: None,
-                unmapping: None,
                 revoked: false,
             }),
             "peermem_rs::PeerMr::inner"
@@ -152,7 +142,6 @@ impl Pins {
         self.table.as_ref().map(|t| MapArgs {
             ptr: t.ptr,
             revocable: t.owner.is_some(),
-            data: t.data,
         })
     }
 
@@ -194,23 +183,11 @@ impl Pins {
         Ok(coalesce(addrs, GPU_PAGE_SIZE, max_segment))
     }
 
-    /// Takes the mapping out for `dma_unmap_pages`; until [`Pins::unmap_done`]
-    /// the free callback cannot complete.
+    /// Takes a persistent pin's mapping out for `dma_unmap_pages`.
     pub(crate) fn take_unmap(&mut self) -> Option<UnmapArgs> {
         let table = self.table.as_ref()?.ptr;
         let mapping = self.mapping.take()?;
-        self.unmapping = Some(table.as_ptr() as usize);
         Some(UnmapArgs { table, mapping })
-    }
-
-    /// The unmap taken by [`Pins::take_unmap`] returned (`done` is its
-    /// report).  A report for another pin's unmap changes nothing.
-    pub(crate) fn unmap_done(&mut self, done: UnmapReturned) {
-        if self.unmapping == Some(done.table) {
-            self.unmapping = None;
-        } else {
-            pr_warn_ratelimited!("an unmap was reported to the wrong registration: ignored\n");
-        }
     }
 
     /// Takes the pin out to release it.  A mapping still kept (a revocable
@@ -236,18 +213,8 @@ impl Pins {
     }
 
     /// The free callback: forgets the driver's objects (it frees them once
-    /// the callback returns) and carries the callback's reference, to be
-    /// given back when the callback is done.  Refused while an unmap is in
-    /// flight (the callback must wait for it: its return is the driver's
-    /// signal to free what the unmap uses); the inputs are given back.
-    pub(crate) fn revoke<R>(
-        &mut self,
-        ran: CallbackRan,
-        callback: Option<CallbackRef<R>>,
-    ) -> core::result::Result<Revocation<R>, (CallbackRan, Option<CallbackRef<R>>)> {
-        if self.unmapping.is_some() {
-            return Err((ran, callback));
-        }
+    /// the callback returns).
+    pub(crate) fn revoke(&mut self) {
         self.revoked = true;
         if let Some(t) = self.table.take() {
             t.forget();
@@ -255,6 +222,5 @@ impl Pins {
         if let Some(m) = self.mapping.take() {
             m.forget();
         }
-        Ok(Revocation::new(callback, ran))
     }
 }

@@ -17,14 +17,14 @@ use super::api::current_process;
 ///
 /// `ptr` is a page table returned by `nvidia_p2p_get_pages(_persistent)` for
 /// the range starting at `va`, not yet released; `owner` is the pinning
-/// process for a revocable pin, `None` for a persistent one; `data` is the
-/// revocable pin's callback `data` (address; 0 for a persistent pin).  It is
+/// process for a revocable pin, `None` for a persistent one.  It is
 /// dereferenced only while kept in a [`Pins`] (see there).
+///
+/// [`Pins`]: super::Pins
 pub(crate) struct PageTable {
     pub(super) ptr: NonNull<nvidia_p2p_page_table>,
     pub(super) va: u64,
     pub(super) owner: Option<u64>,
-    pub(super) data: usize,
 }
 
 // SAFETY: a page table is driver memory not tied to a thread.
@@ -35,7 +35,6 @@ impl PageTable {
         table: *mut nvidia_p2p_page_table,
         range: &GpuRange,
         owner: Option<u64>,
-        data: usize,
     ) -> Result<Self> {
         let ptr = NonNull::new(table).ok_or(EIO)?;
         // INVARIANT: the driver returned a pinned page table for `range`.
@@ -43,12 +42,13 @@ impl PageTable {
             ptr,
             va: range.start(),
             owner,
-            data,
         })
     }
 
     /// Whether only another process than the caller could release it (see
     /// [`NvidiaP2p::unpin`]).
+    ///
+    /// [`NvidiaP2p::unpin`]: super::NvidiaP2p::unpin
     pub(crate) fn foreign(&self) -> bool {
         self.owner.is_some_and(|o| o == 0 || o != current_process())
     }

@@ -31,7 +31,7 @@
 //! the client under test (counted by the simulated driver as
 //! `neighbour_released_pins`; the client must survive it).  Lives whose end
 //! deregisters from another process, and MPS-like lives (whose exit may
-//! park a tombstone), run no neighbour: a pin the neighbour
+//! keep a pin registered until its callback), run no neighbour: a pin the neighbour
 //! released and nobody may put stays counted by the client for good (README,
 //! "What no client can close").
 //!
@@ -276,7 +276,7 @@ fn life_main(cfg: &Config, tally: &Tally, at: (u64, u64), ops: u64, mps: Option<
     });
     let mut end_rng = Rng::derive(cfg.seed, &[worker, idx, u64::MAX]);
     let end = End::draw(&mut end_rng);
-    // Nor in MPS-like lives: their exit may park a tombstone, which a pin
+    // Nor in MPS-like lives: their exit may keep a pin registered, which a pin
     // the neighbour released would keep for good.
     let neighbour = cfg.neighbour && !end.foreign() && shared.is_none();
     let life = Life {

@@ -8,8 +8,8 @@
 # CliUnregisterFromThirdPartyP2P; nv-p2p.c nv_p2p_put_pages).  At exit the
 # nvidia descriptor can be released before the verbs one: the client's put
 # then "succeeds", and the owner's later cudaFree calls the callback of
-# the pin.  The module must keep what that callback needs (a tombstone, with
-# its module reference: rmmod refused) until it ran; in the other exit
+# the pin.  The module must keep the pin registered (with its module
+# reference: rmmod refused) until that callback ran; in the other exit
 # order the put really releases the pin and nothing may stay behind.
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
@@ -30,13 +30,13 @@ CLIENT_GO=/tmp/mps.client.go
 # was released by its put (0).  FAULT (an errno name, optional): the next
 # get_pages fails with it -- the confirming one-page probe of the exiting
 # client's put (rust/nvidia/probe.rs), which must not take one failure for
-# "unreachable" and park a tombstone no callback will ever fire.  HOOK (a
+# "unreachable" and keep a pin registered that no callback will ever end.  HOOK (a
 # hook site, optional, no FAULT then): the owner's cudaFree runs from inside
 # the exiting client's next call at that site instead of at the end -- in
 # the probe's pin (get_pages) or the probe's put (put).  Either way the free
 # settles the pin (its callback, or the client's put before it): nothing
 # may stay behind.  A probe made after the put took a free between the two
-# for "unreachable" and parked a tombstone for a released pin.
+# for "unreachable" and kept a released pin registered.
 mps() {
   local order=$1 armed=$2 fault=${3:-} hook=${4:-} first second free='gpu free $A;'
   read -r first second <<< "$order"
@@ -67,9 +67,7 @@ mps() {
   [ -n "$hook" ] || check "$order: the client's exit took it off the client list" test "$(gpu_get client_pids_removed)" = 1
   check "$order: the client's pin is $([ $armed = 1 ] && echo 'still armed' || echo released) after its exit" \
     test "$(gpu_get pins)" = $armed
-  if grep -q '^tombstones ' "$STATS"; then
-    check "$order: tombstones $armed" test "$(pm_stat tombstones)" = $armed
-  fi
+  check "$order: orphaned_pins $armed" test "$(pm_stat orphaned_pins)" = $armed
   if [ $armed = 1 ]; then
     check "$order: peermem_rs keeps its module reference while the callback may come (rmmod refused)" \
       test "$(< $REFCNT)" -ge 1
@@ -83,9 +81,7 @@ mps() {
   check "$order: no pin left after the owner's cudaFree" \
     test "$(sed -n '/^PINS-AFTER-FREE/{n;p}' /tmp/mps.owner.out)" = 0
   check "$order: no module reference left" refcnt_settles 0
-  if grep -q '^tombstones ' "$STATS"; then
-    check "$order: no tombstone left" test "$(pm_stat tombstones)" = 0
-  fi
+  check "$order: no pin left registered" test "$(pm_stat orphaned_pins)" = 0
   "$SIMCTL" gpu reset > /dev/null
 }
 
@@ -93,12 +89,12 @@ mps "core gpu" 1
 mps "gpu core" 0
 # A transient failure (ENOMEM) and a stray EINVAL of the probe are retried
 # (the EINVAL retry path, the same code, on the Debian kernels only: time).
-# (The ENOMEM one on the debug kernel too: a parked tombstone is a leak.)
+# (The ENOMEM one on the debug kernel too: a pin kept registered for nothing is a leak.)
 mps "gpu core" 0 ENOMEM
 [ "$(debug_kernel)" = yes ] || mps "gpu core" 0 EINVAL
 # The owner (an MPS server, a process holding a passed nvidia descriptor)
 # frees while the exiting client's put is vouched for: inside the probe's
-# pin everywhere; inside the probe's put (the tombstone count, no memory
+# pin everywhere; inside the probe's put (the orphaned count, no memory
 # at stake) on the Debian kernels only: time.
 mps "gpu core" 0 "" get_pages
 [ "$(debug_kernel)" = yes ] || mps "gpu core" 0 "" put
