@@ -13,11 +13,11 @@ use core::ffi::c_void;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, Ordering};
 
 use kernel::debugfs::{Dir, File};
 use kernel::ffi::{c_char, c_int, c_ulong};
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Full, Release};
 use kernel::sync::{Arc, ArcBorrow};
 
 use crate::bindings::{
@@ -62,12 +62,12 @@ pub(crate) trait PeerMemoryClient: Send + Sync + Sized + 'static {
 /// # Invariants
 ///
 /// A non-null pointer came from `Arc::into_raw` and owns that reference.
-pub(crate) struct Active<T>(AtomicPtr<T>);
+pub(crate) struct Active<T>(Atomic<*mut T>);
 
 impl<T> Active<T> {
     /// No client.
     pub(crate) const fn new() -> Self {
-        Active(AtomicPtr::new(ptr::null_mut()))
+        Active(Atomic::new(ptr::null_mut()))
     }
 }
 
@@ -81,7 +81,7 @@ struct StatsShow {
 /// # Invariants
 ///
 /// A non-null pointer points to a `'static` [`StatsShow`] constant.
-static STATS_SHOW: AtomicPtr<StatsShow> = AtomicPtr::new(ptr::null_mut());
+static STATS_SHOW: Atomic<*mut StatsShow> = Atomic::new(ptr::null_mut());
 
 /// The function table of client `T`, to register with the core.
 pub(crate) struct ClientTable<T>(PhantomData<T>);
@@ -130,20 +130,18 @@ impl<T: PeerMemoryClient> ClientTable<T> {
     /// Makes `client` the one the trampolines (and the stats file) serve.
     pub(crate) fn activate(client: Arc<T>) {
         // INVARIANT: an `Arc::into_raw` pointer, owning its reference.
-        let old = T::active()
-            .0
-            .swap(Arc::into_raw(client).cast_mut(), Ordering::AcqRel);
+        let old = T::active().0.xchg(Arc::into_raw(client).cast_mut(), Full);
         debug_assert!(old.is_null());
         // INVARIANT: a `'static` constant.
         let show = ptr::from_ref(Self::STATS_SHOW).cast_mut();
-        STATS_SHOW.store(show, Ordering::Release);
+        STATS_SHOW.store(show, Release);
     }
 
     /// Stops serving: the core cannot call us any more (`Unregistered`), nor
     /// can a reader of the stats (`StatsRemoved`).
     pub(crate) fn deactivate(_core: Unregistered, _stats: StatsRemoved) -> Option<Arc<T>> {
-        STATS_SHOW.store(ptr::null_mut(), Ordering::Release);
-        let p = T::active().0.swap(ptr::null_mut(), Ordering::AcqRel);
+        STATS_SHOW.store(ptr::null_mut(), Release);
+        let p = T::active().0.xchg(ptr::null_mut(), Full);
         // The swap cleared the slot: `p` is taken back exactly once.
         // SAFETY: a non-null `p` came from `Arc::into_raw` in `activate`
         // (`Active` invariant) and is taken back once (above).
@@ -151,7 +149,7 @@ impl<T: PeerMemoryClient> ClientTable<T> {
     }
 
     fn active<'a>() -> Option<ArcBorrow<'a, T>> {
-        let p = NonNull::new(T::active().0.load(Ordering::Acquire))?;
+        let p = NonNull::new(T::active().0.load(Acquire))?;
         // `deactivate` needs proof that neither the core nor a stats reader
         // can call us any more, and it runs in module exit, which starts
         // only once no module reference is left: a free callback whose pin
@@ -338,7 +336,7 @@ unsafe extern "C" fn release<T: PeerMemoryClient>(client_context: *mut c_void) {
 /// The `stats` file's show: the active client's counters, nothing while
 /// none is active.
 fn show_stats(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    match NonNull::new(STATS_SHOW.load(Ordering::Acquire)) {
+    match NonNull::new(STATS_SHOW.load(Acquire)) {
         // SAFETY: `show` points to a `'static` constant (`STATS_SHOW`
         // invariant).
         Some(show) => (unsafe { show.as_ref() }.show)(f),

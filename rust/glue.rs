@@ -5,9 +5,9 @@
 //! queue.
 
 use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Full, Release};
 use kernel::sync::Arc;
 use kernel::workqueue::{HasWork, Queue, WorkItem};
 
@@ -136,11 +136,11 @@ pub(crate) fn warn_spurious_callback() {
 }
 
 /// The module's work queue while a [`DeferQueue`] owns it, else null.
-static QUEUE: AtomicPtr<glue::workqueue_struct> = AtomicPtr::new(ptr::null_mut());
+static QUEUE: Atomic<*mut glue::workqueue_struct> = Atomic::new(ptr::null_mut());
 
 /// Whether a [`DeferQueue`] exists or is being created (there is one work
 /// queue).
-static QUEUE_CLAIMED: AtomicBool = AtomicBool::new(false);
+static QUEUE_CLAIMED: Atomic<bool> = Atomic::new(false);
 
 /// The module's own work queue, where [`defer`]red work runs.
 ///
@@ -158,29 +158,29 @@ pub(crate) struct DeferQueue(());
 impl DeferQueue {
     /// Creates the queue; `EBUSY` while another `DeferQueue` exists.
     pub(crate) fn create() -> Result<Self> {
-        if QUEUE_CLAIMED.swap(true, Ordering::AcqRel) {
+        if QUEUE_CLAIMED.xchg(true, Full) {
             return Err(EBUSY);
         }
         // SAFETY: alloc_workqueue has no preconditions; NULL or a queue.
         let wq = unsafe { glue::peermem_wq_alloc() };
         if wq.is_null() {
-            QUEUE_CLAIMED.store(false, Ordering::Release);
+            QUEUE_CLAIMED.store(false, Release);
             return Err(ENOMEM);
         }
         // INVARIANT: the queue was created, and it is the only one.
-        QUEUE.store(wq, Ordering::Release);
+        QUEUE.store(wq, Release);
         Ok(DeferQueue(()))
     }
 }
 
 impl Drop for DeferQueue {
     fn drop(&mut self) {
-        let wq = QUEUE.swap(ptr::null_mut(), Ordering::AcqRel);
+        let wq = QUEUE.xchg(ptr::null_mut(), Full);
         // destroy_workqueue drains the queue (waits until every work
         // function returned) before it frees it.
         // SAFETY: `wq` is the live queue (type invariant), destroyed once.
         unsafe { glue::peermem_wq_destroy(wq) };
-        QUEUE_CLAIMED.store(false, Ordering::Release);
+        QUEUE_CLAIMED.store(false, Release);
     }
 }
 
@@ -196,7 +196,7 @@ pub(crate) unsafe fn defer<T>(w: Arc<T>) -> core::result::Result<(), Arc<T>>
 where
     T: WorkItem<Pointer = Arc<T>> + HasWork<T> + Send + Sync + 'static,
 {
-    let wq = QUEUE.load(Ordering::Acquire);
+    let wq = QUEUE.load(Acquire);
     // SAFETY: `Queue::from_raw` needs a workqueue valid for the borrow:
     // `wq` is the live `DeferQueue`'s (this function's contract).
     let queue = unsafe { Queue::from_raw(wq.cast::<kernel::bindings::workqueue_struct>()) };

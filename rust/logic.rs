@@ -4,21 +4,21 @@
 //! the registration state machine).  The same files build as the host crate
 //! `rust/logic` so that `cargo test` covers them.
 
-#[allow(unreachable_pub, dead_code)]
+#[expect(unreachable_pub)]
 #[path = "logic/coalesce.rs"]
 pub(crate) mod coalesce;
-#[allow(unreachable_pub, dead_code)]
+#[expect(unreachable_pub, dead_code)]
 #[path = "logic/gate.rs"]
 pub(crate) mod gate;
-#[allow(unreachable_pub, dead_code)]
+#[expect(unreachable_pub)]
 #[path = "logic/histogram.rs"]
 pub(crate) mod histogram;
-#[allow(unreachable_pub, dead_code)]
+#[expect(unreachable_pub, dead_code)]
 #[path = "logic/range.rs"]
 pub(crate) mod range;
-#[allow(unreachable_pub, dead_code)]
+#[expect(unreachable_pub)]
 #[path = "logic/state.rs"]
 pub(crate) mod state;
-#[allow(unreachable_pub, dead_code)]
+#[expect(unreachable_pub)]
 #[path = "logic/version.rs"]
 pub(crate) mod version;

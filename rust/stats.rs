@@ -4,7 +4,7 @@
 //! and sizes: no kernel addresses.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use kernel::sync::atomic::{Atomic, Relaxed};
 
 use crate::logic::histogram;
 
@@ -49,19 +49,19 @@ const ERROR_NAMES: [&str; ERROR_KINDS] = [
 
 /// The module's counters.
 pub(crate) struct Stats {
-    registrations: AtomicU64,
-    deregistrations: AtomicU64,
-    pinned_bytes: AtomicU64,
-    invalidations: AtomicU64,
-    declined: AtomicU64,
-    sg_before: AtomicU64,
-    sg_after: AtomicU64,
-    sg_tables: AtomicU64,
-    orphaned: AtomicU64,
-    gate_waits: AtomicU64,
-    stale_puts_skipped: AtomicU64,
-    errors: [AtomicU64; ERROR_KINDS],
-    pin_time: [AtomicU64; histogram::BUCKETS],
+    registrations: Atomic<u64>,
+    deregistrations: Atomic<u64>,
+    pinned_bytes: Atomic<u64>,
+    invalidations: Atomic<u64>,
+    declined: Atomic<u64>,
+    sg_before: Atomic<u64>,
+    sg_after: Atomic<u64>,
+    sg_tables: Atomic<u64>,
+    orphaned: Atomic<u64>,
+    gate_waits: Atomic<u64>,
+    stale_puts_skipped: Atomic<u64>,
+    errors: [Atomic<u64>; ERROR_KINDS],
+    pin_time: [Atomic<u64>; histogram::BUCKETS],
 }
 
 /// The counters of this module.
@@ -69,34 +69,32 @@ pub(crate) static STATS: Stats = Stats::new();
 
 impl Stats {
     const fn new() -> Self {
-        #[allow(clippy::declare_interior_mutable_const)]
-        const ZERO: AtomicU64 = AtomicU64::new(0);
         Stats {
-            registrations: ZERO,
-            deregistrations: ZERO,
-            pinned_bytes: ZERO,
-            invalidations: ZERO,
-            declined: ZERO,
-            sg_before: ZERO,
-            sg_after: ZERO,
-            sg_tables: ZERO,
-            orphaned: ZERO,
-            gate_waits: ZERO,
-            stale_puts_skipped: ZERO,
-            errors: [ZERO; ERROR_KINDS],
-            pin_time: [ZERO; histogram::BUCKETS],
+            registrations: Atomic::new(0),
+            deregistrations: Atomic::new(0),
+            pinned_bytes: Atomic::new(0),
+            invalidations: Atomic::new(0),
+            declined: Atomic::new(0),
+            sg_before: Atomic::new(0),
+            sg_after: Atomic::new(0),
+            sg_tables: Atomic::new(0),
+            orphaned: Atomic::new(0),
+            gate_waits: Atomic::new(0),
+            stale_puts_skipped: Atomic::new(0),
+            errors: [const { Atomic::new(0) }; ERROR_KINDS],
+            pin_time: [const { Atomic::new(0) }; histogram::BUCKETS],
         }
     }
 
     /// `acquire` said "mine" (the core will release the registration).
     pub(crate) fn claimed(&self) {
-        self.registrations.fetch_add(1, Relaxed);
+        self.registrations.add(1, Relaxed);
     }
 
     /// A range was pinned, in `pin_ns`.
     pub(crate) fn pinned(&self, bytes: u64, pin_ns: u64) {
-        self.pinned_bytes.fetch_add(bytes, Relaxed);
-        self.pin_time[histogram::bucket(pin_ns / 1000)].fetch_add(1, Relaxed);
+        self.pinned_bytes.add(bytes, Relaxed);
+        self.pin_time[histogram::bucket(pin_ns / 1000)].add(1, Relaxed);
     }
 
     /// A pin ended (unpinned by us or revoked by the driver).
@@ -106,28 +104,28 @@ impl Stats {
 
     /// A registration was released by the core.
     pub(crate) fn released(&self) {
-        self.deregistrations.fetch_add(1, Relaxed);
+        self.deregistrations.add(1, Relaxed);
     }
 
     /// `acquire` said "not mine".
     pub(crate) fn declined(&self) {
-        self.declined.fetch_add(1, Relaxed);
+        self.declined.add(1, Relaxed);
     }
 
     /// cudaFree revoked a registration.
     pub(crate) fn invalidated(&self) {
-        self.invalidations.fetch_add(1, Relaxed);
+        self.invalidations.add(1, Relaxed);
     }
 
     /// A DMA mapping of `pages` GPU pages became `entries` SG entries.
     pub(crate) fn coalesced(&self, pages: u64, entries: u64) {
-        self.sg_before.fetch_add(pages, Relaxed);
-        self.sg_after.fetch_add(entries, Relaxed);
+        self.sg_before.add(pages, Relaxed);
+        self.sg_after.add(entries, Relaxed);
     }
 
     /// An SG table of ours was allocated.
     pub(crate) fn sg_table_allocated(&self) {
-        self.sg_tables.fetch_add(1, Relaxed);
+        self.sg_tables.add(1, Relaxed);
     }
 
     /// An SG table of ours was freed.
@@ -138,7 +136,7 @@ impl Stats {
     /// A pin was released by another process than its owner: it stays
     /// armed until its free callback (`orphan_ended`).
     pub(crate) fn orphaned(&self) {
-        self.orphaned.fetch_add(1, Relaxed);
+        self.orphaned.add(1, Relaxed);
     }
 
     /// The free callback of an orphaned pin ran.
@@ -148,18 +146,18 @@ impl Stats {
 
     /// A revocable pin or put waited at the pin/put gate.
     pub(crate) fn gate_waited(&self) {
-        self.gate_waits.fetch_add(1, Relaxed);
+        self.gate_waits.add(1, Relaxed);
     }
 
     /// A put that waited at the gate found its pin revoked meanwhile: the
     /// table was the driver's, and no put was made.
     pub(crate) fn stale_put_skipped(&self) {
-        self.stale_puts_skipped.fetch_add(1, Relaxed);
+        self.stale_puts_skipped.add(1, Relaxed);
     }
 
     /// Counts an error.
     pub(crate) fn error(&self, kind: ErrorKind) {
-        self.errors[kind as usize].fetch_add(1, Relaxed);
+        self.errors[kind as usize].add(1, Relaxed);
     }
 
     /// Registrations claimed and not yet released.
