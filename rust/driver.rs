@@ -36,17 +36,6 @@ fn requested_mode() -> Result<Option<Mode>> {
 
 impl kernel::Module for PeermemRs {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        if let Some(unversioned) = glue::unversioned_refused() {
-            pr_err!(
-                "built without the symbol versions of the {unversioned} (none was installed \
-                 for this kernel when it was built), but this kernel checks symbol versions \
-                 (CONFIG_MODVERSIONS) and would let these calls through unchecked: with the \
-                 {unversioned} installed, rebuild: peermem-rs-refresh (DKMS), or make again \
-                 (from source); or load with allow_unversioned=1 to accept it (binding {})\n",
-                glue::binding()
-            );
-            return Err(ENOEXEC);
-        }
         let requested = requested_mode()?;
         let name = glue::param_client_name();
         // The core asks its clients in registration order, whatever their
@@ -84,6 +73,19 @@ impl kernel::Module for PeermemRs {
                 return Err(ENODEV);
             }
         };
+        // Refused only where an unversioned reference resolved: a provider
+        // that is not loaded was reported above.
+        if let Some(unversioned) = glue::unversioned_refused() {
+            pr_err!(
+                "built without the symbol versions of the {unversioned} (none was installed \
+                 for this kernel when it was built), but this kernel checks symbol versions \
+                 (CONFIG_MODVERSIONS) and would let these calls through unchecked: with the \
+                 {unversioned} installed, rebuild: peermem-rs-refresh (DKMS), or make again \
+                 (from source); or load with allow_unversioned=1 to accept it (binding {})\n",
+                glue::binding()
+            );
+            return Err(ENOEXEC);
+        }
         let mode = match (requested, nvidia.has_persistent()) {
             (Some(Mode::Persistent), false) => {
                 pr_err!(

@@ -101,13 +101,29 @@ MODULE_PARM_DESC(allow_unversioned,
 	"On a kernel with symbol versions (CONFIG_MODVERSIONS): load a build whose provider "
 	"references carry none (built without their Module.symvers). Default N: refused");
 
+/*
+ * Which providers this build calls through a weak reference without a
+ * symbol version that the loader resolved (a provider that is not loaded
+ * is not called: the load is refused for that reason first), when the
+ * kernel checks symbol versions and allow_unversioned is off.
+ */
 const char *peermem_unversioned_refused(void)
 {
-#ifdef PEERMEM_UNVERSIONED
-	if (IS_ENABLED(CONFIG_MODVERSIONS) && !allow_unversioned)
-		return PEERMEM_UNVERSIONED;
+	bool core = false, nvidia = false;
+
+	if (!IS_ENABLED(CONFIG_MODVERSIONS) || allow_unversioned)
+		return NULL;
+#ifndef PEERMEM_CORE_SYMVERS
+	core = ib_register_peer_memory_client != NULL;
 #endif
-	return NULL;
+#ifndef PEERMEM_NVIDIA_SYMVERS
+	nvidia = nvidia_p2p_get_pages != NULL;
+#endif
+	if (core && nvidia)
+		return "peer-memory core and NVIDIA driver";
+	if (core)
+		return "peer-memory core";
+	return nvidia ? "NVIDIA driver" : NULL;
 }
 
 void peermem_core_api_get(struct peermem_core_api *api)

@@ -52,9 +52,10 @@ void peermem_nvidia_api_get(struct peermem_nvidia_api *api);
 /* How the providers' symbols are bound (modinfo's `binding`): "crc: FILES",
  * "weak: ...", see rust/glue.c; for the load log. */
 const char *peermem_binding(void);
-/* The providers whose references carry no symbol version, when the kernel
- * checks symbol versions (CONFIG_MODVERSIONS) and allow_unversioned is not
- * set: the load must be refused (rust/glue.c).  NULL otherwise. */
+/* The loaded providers whose references carry no symbol version (weak
+ * references the loader resolved), when the kernel checks symbol versions
+ * (CONFIG_MODVERSIONS) and allow_unversioned is not set: the load must be
+ * refused (rust/glue.c).  NULL otherwise. */
 const char *peermem_unversioned_refused(void);
 
 /* The process the current call runs for, as the NVIDIA driver's

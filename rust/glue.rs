@@ -52,9 +52,10 @@ pub(crate) fn binding() -> &'static str {
     unsafe { static_str(glue::peermem_binding()) }
 }
 
-/// The providers this build calls without symbol versions, when the kernel
-/// checks symbol versions and `allow_unversioned` is off: the load is to be
-/// refused (rust/glue.c says why).
+/// The loaded providers this build calls without symbol versions (weak
+/// references the loader resolved), when the kernel checks symbol versions
+/// and `allow_unversioned` is off: the load is to be refused (rust/glue.c
+/// says why).
 pub(crate) fn unversioned_refused() -> Option<&'static str> {
     // SAFETY: peermem_unversioned_refused has no preconditions and returns
     // NULL or a string literal.

@@ -12,6 +12,7 @@
 #    goes on, even with Debian's "module: Disable matching missing version
 #    CRC", which covers only the basic table), so peermem_rs refuses itself,
 #    with one line that says why and what to do; allow_unversioned=1 accepts it;
+#    without a core loaded it is refused for that (no peer-memory support);
 #  - a build against a symvers whose CRC of nvidia_p2p_get_pages differs
 #    (another driver build): the kernel refuses it.
 . "${vmstage:-/peermem}/vm/lib.sh"
@@ -66,6 +67,14 @@ check "... saying which symbol disagrees" \
   grep -q "peermem_rs: disagrees about version of symbol nvidia_p2p_get_pages" <(log_since skew)
 check "... and peermem_rs never ran" no_line skew 'peermem_rs: version'
 no_leaks
+# Without a core, the weak fallback resolves no peer-memory reference: it is
+# refused for that, in its own words, not asked to be rebuilt (issue 32,
+# item 4: the unversioned refusal comes after the providers' lookup).
+check "unload the simulated core" rmmod peer_core_sim
+log_mark nocore
+fails_with "the weak fallback without a core: refused (ENODEV)" 'No such device' insmod "$MODS/weak/peermem_rs.ko"
+check "... saying there is no peer-memory support" grep -q "peermem_rs: no peer-memory support" <(log_since nocore)
+check "... and not asking for a rebuild" no_line nocore 'rebuild'
 check "unload the simulators" sim_unload
 # (The CRC build's strong NVIDIA references without the driver: module-load.)
 finish
