@@ -11,6 +11,12 @@
 //! are never given twice, so a callback can only ever reach the entry of
 //! its own pin.
 //!
+//! The map is the kernel crate's red-black tree under a mutex: O(log n) in
+//! the live pins, its node allocated before the lock is taken.  (The
+//! crate's XArray, in 7.2 and 7.3 alike, makes objtool warn on the Debian
+//! kernels: its drop, instantiated for our type, gets a symbol name too long
+//! for the `__pfx_` prefix symbol.)
+//!
 //! An entry holds its registration, and with it a module reference, from
 //! before the pin call until the callback took it out or the pin's release
 //! was proven: while a pin may call back, `rmmod` is refused.  A wrong
@@ -20,11 +26,12 @@
 use core::ffi::c_void;
 use core::ptr;
 
+use kernel::new_mutex;
 use kernel::prelude::*;
+use kernel::rbtree::{RBTree, RBTreeNode};
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::Arc;
+use kernel::sync::{Arc, Mutex};
 use kernel::workqueue::{HasWork, WorkItem};
-use kernel::xarray::{AllocKind, XArray};
 
 use super::FreeCallback;
 use crate::glue;
@@ -80,7 +87,7 @@ impl Armed {
 #[pin_data]
 pub(crate) struct Registry<R: Revocable> {
     #[pin]
-    pins: XArray<Arc<R>>,
+    pins: Mutex<RBTree<usize, Arc<R>>>,
     next: Atomic<usize>,
 }
 
@@ -88,7 +95,7 @@ impl<R: Revocable> Registry<R> {
     /// No pin.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Registry {
-            pins <- XArray::new(AllocKind::Alloc1),
+            pins <- new_mutex!(RBTree::new(), "peermem_rs::Registry::pins"),
             next: Atomic::new(1),
         })
     }
@@ -102,7 +109,8 @@ impl<R: Revocable> Registry<R> {
     /// call, so that a callback at any time finds it: the callback to give
     /// the driver for that one pin call.
     pub(crate) fn arm(&self, id: PinId, reg: Arc<R>) -> Result<Armed> {
-        let old = self.pins.lock().store(id.0, reg, GFP_KERNEL)?;
+        let node = RBTreeNode::new(id.0, reg, GFP_KERNEL)?;
+        let old = self.pins.lock().insert(node);
         // An id is given once: nothing was there.
         drop(old);
         Ok(Armed {
@@ -114,7 +122,7 @@ impl<R: Revocable> Registry<R> {
     /// Takes `id`'s registration out: its callback ran, or it will not run
     /// (the pin call failed, or the pin was released).
     pub(crate) fn take(&self, id: PinId) -> Option<Arc<R>> {
-        let reg = self.pins.lock().remove(id.0);
+        let reg = self.pins.lock().remove(&id.0);
         reg
     }
 }
