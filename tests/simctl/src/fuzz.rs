@@ -159,7 +159,7 @@ impl Fuzz<'_> {
             };
             raw(self.dev, Sim::Gpu, NVSIM_IOC_FAULT, &mut x as *mut _ as u64).ok();
         }
-        for site in 1..6 {
+        for site in 1..HOOK_SITES {
             let mut h = NvsimHook {
                 site,
                 ..Default::default()
@@ -213,7 +213,7 @@ impl Fuzz<'_> {
         }
         for (site, wait) in [
             (0, 0),
-            (6, 0),
+            (HOOK_SITES, 0),
             (u32::MAX, 0),
             (1, MAX_WAIT_MS + 1),
             (3, u32::MAX),

@@ -96,6 +96,8 @@ pub const HOOK_UNMAP: u32 = 3;
 pub const HOOK_PUT: u32 = 4;
 pub const HOOK_GET_PAGES: u32 = 5;
 pub const HOOK_GET_PAGES_RETURN: u32 = 6;
+/// The first hook site that is not one (`NVSIM_HOOK_SITES`).
+pub const HOOK_SITES: u32 = 7;
 
 #[repr(C)]
 #[derive(Default, Clone, Copy, Debug)]
