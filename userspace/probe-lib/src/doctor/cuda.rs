@@ -207,41 +207,52 @@ mod tests {
         }
     }
 
+    /// Asserts a row's status and that `text` is in its value, detail or
+    /// remedy.
+    fn expect(it: &Item, status: Status, text: &str) {
+        assert_eq!(it.status, status, "{it:?}");
+        let all = [Some(&it.value), it.detail.as_ref(), it.remedy.as_ref()];
+        assert!(
+            all.iter().flatten().any(|t| t.contains(text)),
+            "{text:?} not in {it:?}"
+        );
+    }
+
     #[test]
     fn each_attribute_that_is_zero_is_named_with_what_it_costs() {
         let sys = SysState::gather(&fixture("switch"));
         let row = |g| attributes(&sys, Ok(&ready(g))).remove(0);
-        let it = row(gpu(Some(true), Some(true), true));
-        assert_eq!(it.status, Status::Info, "{it:?}");
-        assert_eq!(
-            it.value,
-            "GPUDirect RDMA yes (116), with VMM yes (110), dma-buf yes (124)"
-        );
-        let it = row(gpu(Some(false), Some(false), false));
-        assert_eq!(it.status, Status::Warn, "{it:?}");
-        assert!(it
-            .detail
-            .as_deref()
-            .unwrap()
-            .contains("GPU_DIRECT_RDMA_SUPPORTED is 0"));
-        let it = row(gpu(Some(true), Some(false), true));
-        assert_eq!(it.status, Status::Warn, "{it:?}");
-        assert!(it
-            .remedy
-            .as_deref()
-            .unwrap()
-            .contains("NCCL_CUMEM_ENABLE=0"));
-        // The switch fixture runs the open modules: no export there is odd.
-        let it = row(gpu(Some(true), Some(true), false));
-        assert_eq!(it.status, Status::Warn, "{it:?}");
-        // A driver too old to know an attribute: "?", not a verdict.
-        let it = row(gpu(None, None, true));
-        assert_eq!(it.status, Status::Info, "{it:?}");
-        assert!(
-            it.value
-                .starts_with("GPUDirect RDMA ? (116), with VMM ? (110)"),
-            "{it:?}"
-        );
+        for (g, status, text) in [
+            (
+                gpu(Some(true), Some(true), true),
+                Status::Info,
+                "GPUDirect RDMA yes (116), with VMM yes (110), dma-buf yes (124)",
+            ),
+            (
+                gpu(Some(false), Some(false), false),
+                Status::Warn,
+                "GPU_DIRECT_RDMA_SUPPORTED is 0",
+            ),
+            (
+                gpu(Some(true), Some(false), true),
+                Status::Warn,
+                "NCCL_CUMEM_ENABLE=0",
+            ),
+            // The switch fixture runs the open modules: no export there is odd.
+            (
+                gpu(Some(true), Some(true), false),
+                Status::Warn,
+                "although the open kernel modules are loaded",
+            ),
+            // A driver too old to know an attribute: "?", not a verdict.
+            (
+                gpu(None, None, true),
+                Status::Info,
+                "GPUDirect RDMA ? (116), with VMM ? (110)",
+            ),
+        ] {
+            expect(&row(g), status, text);
+        }
     }
 
     #[test]
@@ -292,55 +303,39 @@ mod tests {
 
     #[test]
     fn expandable_segments_warn_only_where_dma_buf_cannot_register_them() {
-        let on = AllocConf {
-            var: "PYTORCH_ALLOC_CONF",
-            expandable: true,
-        };
+        let conf = |var, expandable| Some(AllocConf { var, expandable });
+        let on = conf("PYTORCH_ALLOC_CONF", true);
+        let odp = Some("CONFIG_INFINIBAND_ON_DEMAND_PAGING=y\n");
+        let no_odp = Some("# CONFIG_INFINIBAND_ON_DEMAND_PAGING is not set\n");
         // switch: open driver, mlx5 under the GPU's switch.
         let mut sys = SysState::gather(&fixture("switch"));
-        sys.kconfig = Some(KernelConfig::new(
-            "c",
-            "CONFIG_INFINIBAND_ON_DEMAND_PAGING=y\n",
-        ));
-        let it = vmm(&sys, Some(&on));
-        assert_eq!(it.status, Status::Info, "{it:?}");
-        assert!(
-            it.detail
-                .as_deref()
-                .unwrap()
-                .contains("dma-buf works here with mlx5_0"),
-            "{it:?}"
-        );
-        // The same host without on-demand paging: mlx5 takes no dma-buf.
-        sys.kconfig = Some(KernelConfig::new(
-            "c",
-            "# CONFIG_INFINIBAND_ON_DEMAND_PAGING is not set\n",
-        ));
-        let it = vmm(&sys, Some(&on));
-        assert_eq!(it.status, Status::Warn, "{it:?}");
-        assert!(it
-            .remedy
-            .as_deref()
-            .unwrap()
-            .contains("expandable_segments:False"));
-        // No kernel configuration: unknown, so no verdict.
-        sys.kconfig = None;
-        let it = vmm(&sys, Some(&on));
-        assert_eq!(it.status, Status::Info, "{it:?}");
-        assert!(it.detail.as_deref().unwrap().contains("unknown"), "{it:?}");
-        // Off, or not in doctor's environment: information.
-        let off = AllocConf {
-            var: "PYTORCH_CUDA_ALLOC_CONF",
-            expandable: false,
-        };
-        assert_eq!(vmm(&sys, Some(&off)).status, Status::Info);
-        let it = vmm(&sys, None);
-        assert!(
-            it.detail
-                .as_deref()
-                .unwrap()
-                .contains("only its own environment"),
-            "{it:?}"
-        );
+        for (config, c, status, text) in [
+            (
+                odp,
+                on.clone(),
+                Status::Info,
+                "dma-buf works here with mlx5_0",
+            ),
+            // Without on-demand paging mlx5 takes no dma-buf.
+            (
+                no_odp,
+                on.clone(),
+                Status::Warn,
+                "expandable_segments:False",
+            ),
+            // No kernel configuration: unknown, so no verdict.
+            (None, on.clone(), Status::Info, "is unknown"),
+            // Off, or not in doctor's environment: information.
+            (
+                no_odp,
+                conf("PYTORCH_CUDA_ALLOC_CONF", false),
+                Status::Info,
+                "expandable_segments off",
+            ),
+            (no_odp, None, Status::Info, "only its own environment"),
+        ] {
+            sys.kconfig = config.map(|t| KernelConfig::new("c", t));
+            expect(&vmm(&sys, c.as_ref()), status, text);
+        }
     }
 }

@@ -174,164 +174,157 @@ fn nccl_gdr_level_bounds_both_mechanisms() {
     assert!(matches!(dmabuf_ready(&sys, &sys.rdma[soft]), DmaBuf::No(w) if w.contains("software")));
 }
 
-fn decision<'a>(d: &'a [Decision], lib: &str) -> &'a Decision {
-    d.iter()
+/// Asserts one library's decision: its route, a part of its why, and a part
+/// of its remedy (None: no remedy, so no warning).
+fn expect(d: &[Decision], lib: &str, route: Route, why: &str, remedy: Option<&str>) {
+    let x = d
+        .iter()
         .find(|x| x.library.starts_with(lib))
-        .unwrap_or_else(|| panic!("no {lib}: {d:#?}"))
+        .unwrap_or_else(|| panic!("no {lib}: {d:#?}"));
+    assert_eq!(x.route, route, "{x:#?}");
+    assert!(x.why.contains(why), "{why:?} not in {x:#?}");
+    match (remedy, &x.remedy) {
+        (None, None) => {}
+        (Some(want), Some(got)) => assert!(got.contains(want), "{want:?} not in {x:#?}"),
+        _ => panic!("remedy {remedy:?} expected: {x:#?}"),
+    }
 }
 
 const NO_ODP: &str = "# CONFIG_INFINIBAND_ON_DEMAND_PAGING is not set\n";
 
+fn env_with(f: impl FnOnce(&mut Env)) -> Env {
+    let mut e = Env::default();
+    f(&mut e);
+    e
+}
+
 #[test]
 fn gloo_goes_by_module_name_and_misses_peermem_rs_under_its_own() {
+    let rename = Some("PEERMEM_NAME=nvidia_peermem");
+    let ibverbs = env_with(|e| e.gloo_device_transport = Some("ibverbs".into()));
+    let tcp = env_with(|e| e.gloo_device_transport = Some("TCP".into()));
+    let gloo = "PyTorch Gloo";
     // switch: peermem_rs loaded under its own name, a working client.
     let d = decisions("switch", 0, Some(ODP), &Env::default());
-    let g = decision(&d, "PyTorch Gloo");
-    assert_eq!(g.route, Route::None, "{g:#?}");
-    assert!(
-        g.why
-            .contains("peermem_rs is loaded under its own module name"),
-        "{g:#?}"
+    expect(
+        &d,
+        gloo,
+        Route::None,
+        "peermem_rs is loaded under its own module name",
+        rename,
     );
-    assert!(
-        g.why
-            .starts_with("with GLOO_DEVICE_TRANSPORT=IBVERBS (unset here"),
-        "{g:#?}"
+    expect(
+        &d,
+        gloo,
+        Route::None,
+        "with GLOO_DEVICE_TRANSPORT=IBVERBS (unset here",
+        rename,
     );
-    assert!(g
-        .remedy
-        .as_deref()
-        .unwrap()
-        .contains("PEERMEM_NAME=nvidia_peermem"));
     // nvidia_peermem loaded (NVIDIA's or ours under the DKMS name): found.
-    let env = Env {
-        gloo_device_transport: Some("ibverbs".into()),
-        ..Env::default()
-    };
-    let d = decisions("peermem-loaded", 0, Some(ODP), &env);
-    let g = decision(&d, "PyTorch Gloo");
-    assert_eq!(g.route, Route::PeerMemory, "{g:#?}");
-    assert!(
-        g.why.starts_with("gloo finds module nvidia_peermem"),
-        "{g:#?}"
+    let d = decisions("peermem-loaded", 0, Some(ODP), &ibverbs);
+    expect(
+        &d,
+        gloo,
+        Route::PeerMemory,
+        "gloo finds module nvidia_peermem",
+        None,
     );
-    assert!(g.remedy.is_none());
     // Another transport: gloo's verbs are not in play, nothing to fix.
-    let env = Env {
-        gloo_device_transport: Some("TCP".into()),
-        ..Env::default()
-    };
-    let g = decisions("switch", 0, Some(ODP), &env);
-    let g = decision(&g, "PyTorch Gloo");
-    assert_eq!((g.route, g.remedy.is_none()), (Route::None, true), "{g:#?}");
+    let d = decisions("switch", 0, Some(ODP), &tcp);
+    expect(&d, gloo, Route::None, "GLOO_DEVICE_TRANSPORT=TCP", None);
     // No client at all (upstream kernel): host staging, nothing to rename.
     let d = decisions("dmabuf-only", 0, Some(ODP), &Env::default());
-    let g = decision(&d, "PyTorch Gloo");
-    assert_eq!((g.route, g.remedy.is_none()), (Route::None, true), "{g:#?}");
+    expect(&d, gloo, Route::None, "no module named nv_peer_mem", None);
 }
 
 #[test]
 fn mooncake_takes_the_path_it_was_told_and_fails_without_it() {
-    // Default (peer memory) with a client loaded: fine.
+    let m = "Mooncake";
+    // Default (peer memory) with a client loaded: fine, with the caveat.
     let d = decisions("switch", 0, Some(ODP), &Env::default());
-    let m = decision(&d, "Mooncake");
-    assert_eq!(
-        (m.route, m.remedy.is_none()),
-        (Route::PeerMemory, true),
-        "{m:#?}"
-    );
-    assert!(m.why.contains("build time"), "{m:#?}");
+    expect(&d, m, Route::PeerMemory, "build time", None);
     // Default on a kernel without the peer-memory interface: every
     // registration fails; dma-buf works there, so the setting is the way.
     let d = decisions("dmabuf-only", 0, Some(ODP), &Env::default());
-    let m = decision(&d, "Mooncake");
-    assert_eq!(m.route, Route::PeerMemory, "{m:#?}");
-    assert!(m.why.contains("will fail"), "{m:#?}");
-    assert!(m
-        .remedy
-        .as_deref()
-        .unwrap()
-        .starts_with("WITH_NVIDIA_PEERMEM=0"));
-    // Told dma-buf where mlx5 has no on-demand paging: it will fail too.
-    let env = Env {
-        with_nvidia_peermem: Some("false".into()),
-        ..Env::default()
-    };
-    let d = decisions("switch", 0, Some(NO_ODP), &env);
-    let m = decision(&d, "Mooncake");
-    assert_eq!(m.route, Route::DmaBuf, "{m:#?}");
-    assert!(m
-        .remedy
-        .as_deref()
-        .unwrap()
-        .contains("unset WITH_NVIDIA_PEERMEM"));
-    let d = decisions("switch", 0, Some(ODP), &env);
-    let m = decision(&d, "Mooncake");
-    assert_eq!(
-        (m.route, m.remedy.is_none()),
-        (Route::DmaBuf, true),
-        "{m:#?}"
+    expect(
+        &d,
+        m,
+        Route::PeerMemory,
+        "will fail",
+        Some("WITH_NVIDIA_PEERMEM=0 in"),
     );
+    // Told dma-buf where mlx5 has no on-demand paging: it will fail too.
+    let off = env_with(|e| e.with_nvidia_peermem = Some("false".into()));
+    let d = decisions("switch", 0, Some(NO_ODP), &off);
+    expect(
+        &d,
+        m,
+        Route::DmaBuf,
+        "will fail",
+        Some("unset WITH_NVIDIA_PEERMEM"),
+    );
+    let d = decisions("switch", 0, Some(ODP), &off);
+    expect(&d, m, Route::DmaBuf, "which works here", None);
 }
 
 #[test]
 fn gin_gdaki_sees_only_nvidia_peermem_and_falls_back_to_dma_buf() {
+    let (gdaki, proxy) = ("NCCL GIN (GDAKI)", "NCCL GIN (proxy)");
     // switch: nv_mem in memory_peers, module peermem_rs. GDAKI ignores both.
     let d = decisions("switch", 0, Some(ODP), &Env::default());
-    assert_eq!(
-        decision(&d, "NCCL GIN (GDAKI)").route,
-        Route::DmaBuf,
-        "{d:#?}"
-    );
+    expect(&d, gdaki, Route::DmaBuf, "dma-buf works here", None);
     let d = decisions("switch", 0, Some(NO_ODP), &Env::default());
-    let g = decision(&d, "NCCL GIN (GDAKI)");
-    assert_eq!(g.route, Route::None, "{g:#?}");
-    assert!(g.why.contains("Unable to use GIN"), "{g:#?}");
-    assert!(
-        g.why.contains("the loaded client (peermem_rs) goes unseen"),
-        "{g:#?}"
+    expect(
+        &d,
+        gdaki,
+        Route::None,
+        "Unable to use GIN",
+        Some("nvidia_peermem"),
     );
-    assert!(g.remedy.as_deref().unwrap().contains("nvidia_peermem"));
+    expect(
+        &d,
+        gdaki,
+        Route::None,
+        "the loaded client (peermem_rs) goes unseen",
+        Some("nvidia_peermem"),
+    );
     // The proxy backend accepts the memory_peers file.
-    let p = decision(&d, "NCCL GIN (proxy)");
-    assert_eq!(p.route, Route::PeerMemory, "{p:#?}");
-    assert!(
-        p.why.contains("/sys/kernel/mm/memory_peers/nv_mem/version"),
-        "{p:#?}"
+    expect(
+        &d,
+        proxy,
+        Route::PeerMemory,
+        "/sys/kernel/mm/memory_peers/nv_mem/version",
+        None,
     );
     // A module named nvidia_peermem is what GDAKI accepts.
     let d = decisions("peermem-loaded", 0, Some(NO_ODP), &Env::default());
-    let g = decision(&d, "NCCL GIN (GDAKI)");
-    assert_eq!(g.route, Route::PeerMemory, "{g:#?}");
-    assert!(
-        g.why.contains("/sys/module/nvidia_peermem/version"),
-        "{g:#?}"
+    expect(
+        &d,
+        gdaki,
+        Route::PeerMemory,
+        "/sys/module/nvidia_peermem/version",
+        None,
     );
 }
 
 #[test]
 fn gda_and_gpunetio_take_dma_buf_else_the_address_through_a_client() {
+    let (gda, doca) = ("UCX GDA", "DOCA GPUNetIO");
     let d = decisions("switch", 0, Some(ODP), &Env::default());
-    for lib in ["UCX GDA", "DOCA GPUNetIO"] {
-        assert_eq!(decision(&d, lib).route, Route::DmaBuf, "{d:#?}");
-    }
-    assert!(decision(&d, "DOCA GPUNetIO")
-        .why
-        .contains("gdrdrv is not loaded"));
+    expect(&d, gda, Route::DmaBuf, "dma-buf works here", None);
+    expect(&d, doca, Route::DmaBuf, "gdrdrv is not loaded", None);
     let d = decisions("switch", 0, Some(NO_ODP), &Env::default());
-    let g = decision(&d, "UCX GDA");
-    assert_eq!(g.route, Route::PeerMemory, "{g:#?}");
-    assert!(
-        g.why
-            .contains("by address, through the loaded client (peermem_rs)"),
-        "{g:#?}"
+    expect(
+        &d,
+        gda,
+        Route::PeerMemory,
+        "by address, through the loaded client (peermem_rs)",
+        None,
     );
     // Upstream kernel without on-demand paging: neither way exists.
     let d = decisions("dmabuf-only", 0, Some(NO_ODP), &Env::default());
-    let g = decision(&d, "DOCA GPUNetIO");
-    assert_eq!(g.route, Route::None, "{g:#?}");
-    assert!(g.why.contains("cannot be registered"), "{g:#?}");
-    // A software device: mlx5 only.
+    expect(&d, doca, Route::None, "cannot be registered", None);
+    // A software device: none of them.
     let root = fixture("sockets");
     let mut sys = SysState::gather(&root);
     sys.kconfig = Some(KernelConfig::new("c", ODP));
@@ -340,11 +333,11 @@ fn gda_and_gpunetio_take_dma_buf_else_the_address_through_a_client() {
     for lib in [
         "NCCL GIN (GDAKI)",
         "NCCL GIN (proxy)",
-        "UCX GDA",
-        "DOCA GPUNetIO",
+        gda,
+        doca,
         "PyTorch Gloo",
         "Mooncake",
     ] {
-        assert_eq!(decision(&d, lib).route, Route::None, "{lib}: {d:#?}");
+        assert_eq!(route(&d, lib).0, &Route::None, "{lib}: {d:#?}");
     }
 }
