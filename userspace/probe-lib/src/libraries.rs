@@ -17,8 +17,9 @@ use serde::Serialize;
 pub enum Route {
     DmaBuf,
     PeerMemory,
-    /// No GPUDirect RDMA: the library stages through host memory (or, for
-    /// plain verbs users, the registration fails).
+    /// No GPUDirect RDMA: the library stages through host memory, or, where
+    /// it has no such fallback (plain verbs users, GPU-initiated
+    /// networking), it fails; the decision's `why` says which.
     None,
     /// The facts are not enough to say (e.g. no kernel configuration).
     Unknown,
@@ -29,7 +30,7 @@ impl Route {
         match self {
             Route::DmaBuf => "dma-buf",
             Route::PeerMemory => "peer memory",
-            Route::None => "none (host staging)",
+            Route::None => "none (no GPUDirect RDMA)",
             Route::Unknown => "unknown",
         }
     }

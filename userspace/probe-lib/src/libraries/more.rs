@@ -228,7 +228,7 @@ fn gin(p: &Pair, gdaki: bool) -> Decision {
         DmaBuf::No(w) => {
             let mut d = mk(
                 Route::None,
-                format!("{test} and no dma-buf ({w}): NCCL logs \"Unable to use GIN: Peermem is not supported, nor DMA-BUF\""),
+                format!("{test} and no dma-buf ({w}): GIN is unavailable on this NIC, NCCL logs \"Unable to use GIN: Peermem is not supported, nor DMA-BUF\""),
             );
             if p.client_serves() {
                 d.why.push_str(&format!(
