@@ -481,6 +481,33 @@ plants_for() {
   done
 }
 
+# perftest with CUDA (tests/bench/perftest-cuda.sh: cached, then staged) for
+# the VMs whose cases run it (perftest-cuda, demo).  make test builds it in the
+# background lane after the debug kernel's build (PERFTEST_LANE: the lane
+# writes its exit status to $RESULTS/perftest.rc); a VM that needs it
+# first waits for that, or builds it itself where no lane does.
+runs_perftest() { [[ ",$1," == *,perftest-cuda,* || ",$1," == *,demo,* ]]; }
+perftest_wanted() {
+  local k
+  for k in $KERNELS; do runs_perftest "$(cases_for "$k")" && return 0; done
+  return 1
+}
+PERFTEST_DONE=
+perftest_ready() {
+  runs_perftest "$CASES" && [ -z "$PERFTEST_DONE" ] || return 0
+  PERFTEST_DONE=1
+  if [ -n "${PERFTEST_LANE:-}" ]; then
+    local t0=$SECONDS
+    while [ ! -f "$RESULTS/perftest.rc" ] && kill -0 "$BG_PID" 2> /dev/null; do sleep 2; done
+    [ $((SECONDS - t0)) -lt 3 ] || echo "-- waited $((SECONDS - t0)) s for perftest with CUDA (the lane builds it)"
+    if [ -f "$RESULTS/perftest.rc" ]; then
+      [ "$(cat "$RESULTS/perftest.rc")" = 0 ] || { grep -E '^bench:' "$RESULTS/perftest.out"; record fail "perftest-cuda build"; }
+      return 0
+    fi
+  fi
+  timed "perftest cuda" bash "$BENCH/perftest-cuda.sh" || record fail "perftest-cuda build"
+}
+
 # One kernel: prepare, build, (DKMS install), boot the VM with the cases.
 # BG=1: all of it in the background lane (run_kernel_bg; collect_vm later).
 # run_kernel KVER build-only: only the preparation and the build (make test
@@ -520,6 +547,7 @@ run_kernel() { # run_kernel KVER [build-only]
     hosts_step "$k" || true
   fi
   [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k")"
+  perftest_ready
   if [ -n "$CASES" ]; then
     VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
       timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
@@ -555,6 +583,10 @@ run_kernel_bg() { # run_kernel_bg KVER
       echo "build:$k" > "$RESULTS/lane-built"; exit 1
     fi
     echo ok > "$RESULTS/lane-built"
+    if [ -n "${PERFTEST_LANE:-}" ]; then
+      timed "perftest cuda" bash "$BENCH/perftest-cuda.sh" > "$RESULTS/perftest.out" 2>&1
+      echo $? > "$RESULTS/perftest.rc"
+    fi
     VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
       timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
     [ -z "${CARGO_LANE:-}" ] || timed "cargo tests" run_cargo_tests > "$RESULTS/cargo-tests.out" 2>&1 || true
@@ -629,6 +661,8 @@ for k in $KERNELS; do
     # The cases drive the simulators with simctl: staged before the VM boots.
     timed "simctl" run_cargo_tests --build-only tests/simctl || record fail "simctl"
     CONTROLS_LANE=; controls_wanted && CONTROLS_LANE=1
+    PERFTEST_LANE=; perftest_wanted && PERFTEST_LANE=1
+    rm -f "$RESULTS/perftest.rc"
     if BG=1 CONTROLS_LANE=$CONTROLS_LANE CARGO_LANE=1 run_kernel "$k"; then bg_k=$k; fi
   fi
 done

@@ -175,7 +175,10 @@ kmemleak_case() {
 # the VM (rdma_cm cannot route over rxe on lo).  Sets RXE_DEV and RXE_GID.
 rxe_up() { # rxe_up [name] [netdev] [ipv4/prefix]
   local dev=${1:-rxe0} nd=${2:-dummy0} ip=${3:-192.0.2.1/24} p g gid typ i
-  modprobe rdma_rxe && modprobe ib_uverbs && modprobe rdma_ucm || return 1
+  # The bench's soft RDMA device (tests/rxe-peer) registers the link type
+  # rxe in rdma_rxe's place when it is loaded.
+  if ! module_loaded rxe_peer; then modprobe rdma_rxe || return 1; fi
+  modprobe ib_uverbs && modprobe rdma_ucm || return 1
   modprobe dummy || return 1
   ip link show "$nd" >/dev/null 2>&1 || ip link add "$nd" type dummy || return 1
   ip addr add "$ip" dev "$nd" 2>/dev/null; ip link set "$nd" up || return 1

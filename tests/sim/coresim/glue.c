@@ -46,6 +46,13 @@ EXPORT_SYMBOL(ib_register_peer_memory_client);
 EXPORT_SYMBOL(ib_unregister_peer_memory_client);
 /* For nvidia_p2p_sim (looked up at run time). */
 EXPORT_SYMBOL_GPL(peer_core_sim_gpu_freed);
+/* For the bench's soft RDMA device (looked up at run time, per MR). */
+const struct peer_core_sim_hca peer_core_sim_hca = {
+	.mr_get = pcsim_rs_hca_mr_get,
+	.mr_dma = pcsim_rs_hca_mr_dma,
+	.mr_put = pcsim_rs_hca_mr_put,
+};
+EXPORT_SYMBOL_GPL(peer_core_sim_hca);
 
 /* --- module parameters ------------------------------------------------ */
 static char *hca_bdf;
