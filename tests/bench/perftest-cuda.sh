@@ -8,17 +8,19 @@
 # the libcuda stand-in (tests/cuda-standin) as libcuda.so.1, which the VM
 # case puts in front at run time.  Unmodified: no line of perftest changes.
 #
-# Cached under $CACHE/perftest-cuda-<key>/ (the binaries), keyed by both
-# versions and this script; the cuda.h alone under $CACHE/cuda-h-<version>/
+# Cached under $CACHE/perftest-cuda-<versions>-r<BUILD_REV>/ (the
+# binaries); the cuda.h alone under $CACHE/cuda-h-<version>/
 # (the package is 0.9 GB, of which the bench needs that one header: it is
 # downloaded once, the header kept, the package removed).  The sources come
 # from the archive's pool with their SHA-256 from its signed Sources index
 # (this mirror serves the source tarballs, not the .dsc).  Staged into
-# <stage>/perftest-cuda/bin/.
+# <stage>/perftest-cuda/bin/, with the libcuda stand-in of this tree built
+# into <stage>/perftest-cuda/lib/.
 . "$(dirname "$0")/lib.sh"
 
-key=$(sha256sum < "$0" | cut -c1-8)
-D=$CACHE/perftest-cuda-$PERFTEST_PKGVER-$CUDA_DEV_PKGVER-$key
+# Bump when build() changes what it builds (the cache key).
+BUILD_REV=1
+D=$CACHE/perftest-cuda-$PERFTEST_PKGVER-$CUDA_DEV_PKGVER-r$BUILD_REV
 H=$CACHE/cuda-h-$CUDA_DEV_PKGVER
 A=/build/perftest-cuda-apt
 apt_o="-o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=$A/parts -o Dir::State::Lists=$A/lists -o Dir::Cache=$A/cache"
@@ -84,7 +86,7 @@ sources() { # sources DIR
 
 build() {
   local B=/build/perftest-cuda
-  bench_lock "perftest-cuda-$key"
+  bench_lock "perftest-cuda-r$BUILD_REV"
   [ -f "$D/.complete" ] && return 0
   cuda_h
   rm -rf "$ROOT$B" "$D"; mkdir -p "$ROOT$B/dl" "$ROOT$B/cuda" "$D/bin"
@@ -110,6 +112,11 @@ build() {
 
 [ -f "$D/.complete" ] || build
 S=$ROOT$STAGE/perftest-cuda
-rm -rf "$S"; mkdir -p "$S"
+rm -rf "$S"; mkdir -p "$S/src/tests/sim"
 cp -r "$D/bin" "$S/"
+# The stand-in from this tree, built here (a compile under TCG takes the
+# VM seconds per case).
+cp -r "$TOP/tests/cuda-standin" "$S/src/tests/"; cp -r "$TOP/tests/sim/include" "$S/src/tests/sim/"
+in_root bash "$STAGE/perftest-cuda/src/tests/cuda-standin/build.sh" "$STAGE/perftest-cuda/lib" > /dev/null ||
+  die "building the libcuda stand-in failed"
 echo "perftest-cuda: $PERFTEST_PKGVER, CUDA $CUDA_DEV_PKGVER's cuda.h ($D)"
