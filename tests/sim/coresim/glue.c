@@ -54,6 +54,21 @@ const struct peer_core_sim_hca peer_core_sim_hca = {
 };
 EXPORT_SYMBOL_GPL(peer_core_sim_hca);
 
+#ifdef NVSIM_DRIVER_REBUILD
+/*
+ * The simulators' second build (tests/bench/build.sh's <src>-upgrade tree,
+ * the one that makes nvidia_p2p_sim's driver upgrade): this core as
+ * another build of the same DOCA-OFED source -- Canonical's prebuilt
+ * linux-modules-doca-ofed-* against a rebuild from its DKMS source, which
+ * differ in their CRCs.  The same gendwarfksyms rule as nvsim/glue.c's
+ * (section .discard: nothing of it reaches the module), on the client
+ * structure: ib_register_peer_memory_client gets another CRC, the rest of
+ * the ABI and all of the code stay as they are.
+ */
+static const char pcsim_rebuild_rule[] __used __aligned(1)
+	__section(".discard.gendwarfksyms.kabi_rules") = "1\0declonly\0peer_memory_client\0";
+#endif
+
 /* --- module parameters ------------------------------------------------ */
 static char *hca_bdf;
 module_param(hca_bdf, charp, 0444);
