@@ -554,7 +554,7 @@ run_kernel() { # run_kernel KVER [build-only]
     *) PREPARED[$k]=failed; echo failed > "$RESULTS/built-$k.tmp"
        if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; mv "$RESULTS/built-$k.tmp" "$RESULTS/built-$k"; return 1; fi
        if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; mv "$RESULTS/built-$k.tmp" "$RESULTS/built-$k"; return 1; fi
-       PREPARED[$k]=ok; echo ok > "$RESULTS/built-$k";;
+       PREPARED[$k]=ok; echo ok > "$RESULTS/built-$k"; rm -f "$RESULTS/built-$k.tmp";;
   esac
   [ -z "$only" ] || return 0
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
