@@ -28,12 +28,12 @@ apt_o="-o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=$A/parts
 # A private index of the archive's non-free binaries and main sources (the
 # chroot's own lists stay as they are).
 private_apt() {
-  [ -f "$ROOT$A/.updated" ] && return 0
+  [ -z "${APT_DONE:-}" ] || return 0   # once per process: a fresh index
   rm -rf "$ROOT$A"; mkdir -p "$ROOT$A/lists/partial" "$ROOT$A/cache/archives/partial" "$ROOT$A/parts" "$ROOT$A/dl"
   printf 'deb %s %s non-free\ndeb-src %s %s main\n' "$(debian_mirror)" "$SUITE" "$(debian_mirror)" "$SUITE" > "$ROOT$A/sources.list"
   # shellcheck disable=SC2086 # a list of options
   in_root apt-get -q $apt_o update > /dev/null || die "apt-get update of $SUITE non-free and its sources failed"
-  touch "$ROOT$A/.updated"
+  APT_DONE=1
 }
 
 # The pinned version of NAME, or a stop naming the newest on offer.

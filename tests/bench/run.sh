@@ -484,41 +484,31 @@ plants_for() {
 }
 
 # perftest with CUDA (tests/bench/perftest-cuda.sh: cached, then staged) for
-# the VMs whose cases run it (perftest-cuda, nvpm-perftest, demo).  make
-# test builds it in the
-# background lane after the debug kernel's build (PERFTEST_LANE: the lane
-# writes its exit status to $RESULTS/perftest.rc); a VM that needs it
-# first waits for that, or builds it itself where no lane does.
+# a VM whose cases run it (perftest-cuda, nvpm-perftest, demo), before it
+# boots.  make test's perftest boot builds it in the background lane
+# instead (perftest_boot), where no foreground case needs it.
 runs_perftest() { [[ ",$1," =~ ,(perftest-cuda|demo|nvpm-perftest), ]]; }
-perftest_wanted() {
-  local k
-  for k in $KERNELS; do runs_perftest "$(cases_for "$k")" && return 0; done
-  return 1
-}
 PERFTEST_DONE=
 perftest_ready() {
   runs_perftest "$CASES" && [ -z "$PERFTEST_DONE" ] || return 0
   PERFTEST_DONE=1
-  if [ -n "${PERFTEST_LANE:-}" ]; then
-    local t0=$SECONDS
-    while [ ! -f "$RESULTS/perftest.rc" ] && kill -0 "$BG_PID" 2> /dev/null; do sleep 2; done
-    [ $((SECONDS - t0)) -lt 3 ] || echo "-- waited $((SECONDS - t0)) s for perftest with CUDA (the lane builds it)"
-    if [ -f "$RESULTS/perftest.rc" ]; then
-      [ "$(cat "$RESULTS/perftest.rc")" = 0 ] || { grep -E '^bench:' "$RESULTS/perftest.out"; record fail "perftest-cuda build"; }
-      return 0
-    fi
-  fi
   timed "perftest cuda" bash "$BENCH/perftest-cuda.sh" || record fail "perftest-cuda build"
 }
 
 # make test: the perftest boot, perftest-cuda and NVIDIA's nvpm-perftest
 # (perftest through its nvidia-peermem, which must pass) on the newest
 # Debian kernel (PERFTEST_BOOT), runs in the background lane after the
-# controls' boot, off the foreground's path: once the foreground's build of
-# that kernel is done ($RESULTS/built-KVER), into $RESULTS/perftest/;
-# collected at the end (collect_perftest_boot).
+# controls' boot, off the foreground's path: perftest built (the lane built
+# it after the debug kernel: perftest_build), and once the foreground's
+# build of that kernel is done ($RESULTS/built-KVER), into
+# $RESULTS/perftest/; collected at the end (collect_perftest_boot).
+perftest_build() {
+  timed "perftest cuda" bash "$BENCH/perftest-cuda.sh" > "$RESULTS/perftest.out" 2>&1 ||
+    touch "$RESULTS/perftest.failed"
+}
 perftest_boot() {
   local k=$PERFTEST_BOOT waited=0
+  [ ! -f "$RESULTS/perftest.failed" ] || return 0
   while [ ! -f "$RESULTS/built-$k" ] && [ $waited -lt 3600 ]; do sleep 2; waited=$((waited + 2)); done
   [ "$(cat "$RESULTS/built-$k" 2>/dev/null)" = ok ] || return 0
   mkdir -p "$RESULTS/perftest"
@@ -528,6 +518,10 @@ perftest_boot() {
 collect_perftest_boot() {
   local k=$PERFTEST_BOOT
   echo; echo "== kernel $k: the perftest boot (perftest-cuda, nvpm-perftest; in the background lane)"
+  if [ -f "$RESULTS/perftest.failed" ]; then
+    tail -n 20 "$RESULTS/perftest.out"
+    echo "FAIL - the perftest boot did not run: building perftest with CUDA failed"; record fail "perftest-cuda build"; return
+  fi
   if [ "$(cat "$RESULTS/built-$k" 2>/dev/null)" != ok ]; then
     echo "FAIL - the perftest boot did not run: the build of $k failed"; record fail "$k:perftest-boot"; return
   fi
@@ -609,10 +603,7 @@ run_kernel_bg() { # run_kernel_bg KVER
       echo "build:$k" > "$RESULTS/lane-built"; exit 1
     fi
     echo ok > "$RESULTS/lane-built"
-    if [ -n "${PERFTEST_LANE:-}" ]; then
-      timed "perftest cuda" bash "$BENCH/perftest-cuda.sh" > "$RESULTS/perftest.out" 2>&1
-      echo $? > "$RESULTS/perftest.rc"
-    fi
+    [ -z "${PERFTEST_BOOT:-}" ] || perftest_build
     VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
       timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
     [ -z "${CARGO_LANE:-}" ] || timed "cargo tests" run_cargo_tests > "$RESULTS/cargo-tests.out" 2>&1 || true
@@ -688,13 +679,12 @@ for k in $KERNELS; do
     # The cases drive the simulators with simctl: staged before the VM boots.
     timed "simctl" run_cargo_tests --build-only tests/simctl || record fail "simctl"
     CONTROLS_LANE=; controls_wanted && CONTROLS_LANE=1
-    PERFTEST_LANE=; perftest_wanted && PERFTEST_LANE=1
     PERFTEST_BOOT=
     if [ -z "${CASES_GIVEN:-}" ] && [[ " $KERNELS " == *" $DEFAULT_KERNEL "* ]] &&
        [[ ",$(suite_cases "$DEFAULT_KERNEL")," == *,perftest-cuda,* ]]; then
-      PERFTEST_BOOT=$DEFAULT_KERNEL; PERFTEST_LANE=1
+      PERFTEST_BOOT=$DEFAULT_KERNEL
     fi
-    rm -f "$RESULTS/perftest.rc" "$RESULTS"/built-*
+    rm -f "$RESULTS/perftest.failed" "$RESULTS"/built-*
     if BG=1 CONTROLS_LANE=$CONTROLS_LANE CARGO_LANE=1 run_kernel "$k"; then bg_k=$k; fi
   fi
 done

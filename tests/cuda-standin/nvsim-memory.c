@@ -73,6 +73,8 @@ struct gpu_alloc {
 };
 #define GPU_PAGE (64UL << 10)
 static struct gpu_alloc gpu_allocs[MAX_ALLOCS];
+/* The table's lock: PEERMEM_CUDA_STANDIN_FREE_AFTER_MS frees from a thread. */
+static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct gpu_alloc *gpu_alloc_at(CUdeviceptr p)
 {
@@ -85,14 +87,19 @@ static struct gpu_alloc *gpu_alloc_at(CUdeviceptr p)
 
 int gpu_owns(CUdeviceptr p)
 {
-	return gpu_alloc_at(p) != NULL;
+	return gpu_range(p, 1);
 }
 
 int gpu_range(CUdeviceptr p, size_t n)
 {
-	struct gpu_alloc *a = gpu_alloc_at(p);
+	struct gpu_alloc *a;
+	int in;
 
-	return a && n <= a->va + a->size - p;
+	pthread_mutex_lock(&gpu_lock);
+	a = gpu_alloc_at(p);
+	in = a && n <= a->va + a->size - p;
+	pthread_mutex_unlock(&gpu_lock);
+	return in;
 }
 
 /* A copy through the driver (NVSIM_IOC_MEMCPY), of a range it checks. */
@@ -283,7 +290,6 @@ static void gpu_check(struct gpu_alloc *a)
 }
 
 /* PEERMEM_CUDA_STANDIN_FREE_AFTER_MS: the application thread's cudaFree. */
-static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *free_later(void *arg)
 {

@@ -44,6 +44,19 @@ wait_line() {
   done
   grep -qE "$re" "$f" 2>/dev/null
 }
+# cm_listening SRV_PID: wait (up to 2 min) until an RDMA CM id listens, or
+# the server SRV_PID is gone; 0 if one listens.  A perftest client that
+# connects before its server's id listens is rejected and then crashes in
+# librdmacm (a loaded, slow VM took over 10 s to get there).
+cm_listening() {
+  local i
+  for i in $(seq 240); do
+    rdma resource show cm_id 2> /dev/null | grep -q 'state LISTEN' && return 0
+    kill -0 "$1" 2> /dev/null || return 1
+    sleep 0.5
+  done
+  return 1
+}
 # client_of SRV_PID cmd... : run a client of a server started in the
 # background; while the client fails and the server still waits, try again
 # (up to 10 times, 1 s apart): a stalled VM may not be listening yet.

@@ -8,9 +8,11 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 use crate::hooks::Hook;
 use crate::mr::{self, Request};
+use crate::sys::NvSim;
 use crate::tables::{RegEntry, TABLES};
 
 /// The tables' file of the device's MRs.
@@ -22,6 +24,7 @@ static NEXT_HANDLE: AtomicU32 = AtomicU32::new(1);
 /// claims the range.
 pub(crate) fn mr_get(va: u64, len: u64, access: u32) -> Result<u32> {
     let dev = TABLES.lock().dma_device()?;
+    let nv = Arc::new(NvSim::get().ok_or(ENODEV)?, GFP_KERNEL)?;
     let req = Request {
         va,
         len,
@@ -35,6 +38,7 @@ pub(crate) fn mr_get(va: u64, len: u64, access: u32) -> Result<u32> {
         file: DEVICE_FILE,
         handle,
         reg: reg.clone(),
+        nv: Some(nv),
     }) {
         mr::deregister(reg);
         return Err(e);
@@ -44,15 +48,16 @@ pub(crate) fn mr_get(va: u64, len: u64, access: u32) -> Result<u32> {
 
 /// The device's DMA through MR `handle`.
 pub(crate) fn mr_dma(handle: u32, va: u64, buf: &mut [u8], write: bool) -> Result {
-    let reg = TABLES.lock().reg(DEVICE_FILE, handle).ok_or(ENOENT)?;
-    crate::hca::dma_kernel(&reg, va, buf, write)
+    let (reg, nv) = TABLES.lock().reg_nv(DEVICE_FILE, handle).ok_or(ENOENT)?;
+    crate::hca::dma_kernel(&nv, &reg, va, buf, write)
 }
 
 /// Deregisters MR `handle`.
 pub(crate) fn mr_put(handle: u32) {
-    match TABLES.lock().take_reg(DEVICE_FILE, handle) {
-        Some(reg) => {
-            mr::deregister(reg);
+    let entry = TABLES.lock().take_entry(DEVICE_FILE, handle);
+    match entry {
+        Some(e) => {
+            mr::deregister(e.reg);
         }
         None => pr_warn!("soft RDMA device: put of unknown MR handle {}\n", handle),
     }

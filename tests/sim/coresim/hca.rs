@@ -66,9 +66,9 @@ fn step(nv: &NvSim, reg: &Reg, at: &mut Cursor, buf: &mut [u8], write: bool) -> 
     Ok(n)
 }
 
-/// Checks a DMA of `len` bytes at registration byte `va`; the GPU and where
-/// the DMA starts, or None for an empty one.
-fn start(reg: &Reg, va: u64, len: u64, write: bool) -> Result<Option<(NvSim, Cursor)>> {
+/// Checks a DMA of `len` bytes at registration byte `va`; where the DMA
+/// starts, or None for an empty one.
+fn start(reg: &Reg, va: u64, len: u64, write: bool) -> Result<Option<Cursor>> {
     let off = va.checked_sub(reg.va).ok_or(EINVAL)?;
     if off > reg.len || len > reg.len - off {
         return Err(EINVAL);
@@ -76,11 +76,10 @@ fn start(reg: &Reg, va: u64, len: u64, write: bool) -> Result<Option<(NvSim, Cur
     if write && !reg.writable {
         return Err(EACCES);
     }
-    let nv = NvSim::get().ok_or(ENODEV)?;
     if len == 0 {
         return Ok(None);
     }
-    Ok(Some((nv, locate(reg, va)?)))
+    Ok(Some(locate(reg, va)?))
 }
 
 /// `step`, with a fault checked: memory gone under a registration still
@@ -106,7 +105,8 @@ pub(crate) fn dma(reg: &Reg, arg: &pcsim_dma) -> Result {
         1 => true,
         _ => return Err(EINVAL),
     };
-    let Some((nv, mut at)) = start(reg, arg.va, arg.len, write)? else {
+    let nv = NvSim::get().ok_or(ENODEV)?;
+    let Some(mut at) = start(reg, arg.va, arg.len, write)? else {
         return Ok(());
     };
     let mut bounce = KVec::from_elem(0u8, STEP as usize, GFP_KERNEL)?;
@@ -127,15 +127,15 @@ pub(crate) fn dma(reg: &Reg, arg: &pcsim_dma) -> Result {
 }
 
 /// The soft RDMA device's DMA on `reg`: between a kernel buffer (a packet's
-/// payload) and the GPU.
-pub(crate) fn dma_kernel(reg: &Reg, va: u64, buf: &mut [u8], write: bool) -> Result {
-    let Some((nv, mut at)) = start(reg, va, buf.len() as u64, write)? else {
+/// payload) and the GPU `nv`.
+pub(crate) fn dma_kernel(nv: &NvSim, reg: &Reg, va: u64, buf: &mut [u8], write: bool) -> Result {
+    let Some(mut at) = start(reg, va, buf.len() as u64, write)? else {
         return Ok(());
     };
     let mut done = 0usize;
     while done < buf.len() {
         let end = buf.len().min(done + STEP as usize);
-        done += step_checked(&nv, reg, &mut at, &mut buf[done..end], write)?;
+        done += step_checked(nv, reg, &mut at, &mut buf[done..end], write)?;
     }
     Ok(())
 }
