@@ -17,7 +17,8 @@
 # With --make-vars it prints the make variables that select the matching
 # tools (e.g. "RUSTC=rustc-1.85 BINDGEN=bindgen"), for the Makefile.
 # Used by dkms.conf, its PRE_BUILD and the Makefile's `modules` target.
-# PEERMEM_OS_RELEASE overrides /etc/os-release, PEERMEM_APT /etc/apt (tests).
+# PEERMEM_OS_RELEASE overrides /etc/os-release, PEERMEM_APT /etc/apt and
+# PEERMEM_ARCH the Debian architecture (tests).
 set -euo pipefail
 
 make_vars=no
@@ -81,8 +82,26 @@ if [ ! -f "$config" ]; then
   fail "no kernel build tree at $KDIR" "$r"
 fi
 
-# The release's major version (os-release VERSION_ID), or empty.
-os_major() { (VERSION_ID=; . "${PEERMEM_OS_RELEASE:-/etc/os-release}" 2>/dev/null; v=${VERSION_ID:-}; echo "${v%%.*}"); }
+# The release's version (os-release VERSION_ID), and its major number; or empty.
+os_version() { (VERSION_ID=; . "${PEERMEM_OS_RELEASE:-/etc/os-release}" 2>/dev/null; echo "${VERSION_ID:-}"); }
+os_major() { local v; v=$(os_version); echo "${v%%.*}"; }
+# The Debian architecture (amd64, arm64, ...).
+deb_arch() { echo "${PEERMEM_ARCH:-$(dpkg --print-architecture 2>/dev/null || echo amd64)}"; }
+
+# ubuntu_kernel_remedy -- the Ubuntu kernel to boot (README "Ubuntu 26.04",
+# "Ubuntu 24.04"). Ubuntu publishes the generic kernels' Rust metadata,
+# linux-lib-rust-<version>-generic, for amd64 only (noble's and resolute's
+# package metadata, checked 2026-11-29).
+ubuntu_kernel_remedy() {
+  local a; a=$(deb_arch)
+  if [ "$a" != amd64 ]; then
+    echo "Ubuntu builds the generic kernels' Rust metadata (linux-lib-rust-<version>-generic) for amd64 only: Ubuntu's generic kernels give no route on $a; use an amd64 host"
+  elif [ "$(os_version)" = 24.04 ]; then
+    echo "on 24.04 boot the 7.0 HWE kernel (apt install linux-generic-hwe-24.04, then reboot into it); its Rust metadata is the package linux-lib-rust-<version>"
+  else
+    echo "boot a kernel with CONFIG_RUST=y: Ubuntu 26.04's generic kernel (apt install linux-generic), on 24.04 the 7.0 HWE kernel (apt install linux-generic-hwe-24.04), or NVIDIA's linux-nvidia kernels where their config has it (grep '^CONFIG_RUST=y' /boot/config-<version>); such kernels have a linux-lib-rust-<version> package"
+  fi
+}
 
 # debian_kernel_remedy PREFIX -- the kernel to install on Debian: on 13,
 # PREFIX and its backports kernel; before 13, whose kernels (backports
@@ -101,8 +120,8 @@ debian_kernel_remedy() {
 if ! grep -q '^CONFIG_RUST=y' "$config"; then
   case $DISTRO in
     # Ubuntu 26.04's generic 7.0 kernel and 24.04's 7.0 HWE kernel have Rust
-    # on, with linux-lib-rust-<version> packages (README "Ubuntu 26.04").
-    ubuntu) r="boot a kernel with CONFIG_RUST=y: Ubuntu 26.04's generic kernel (apt install linux-generic), on 24.04 the 7.0 HWE kernel (apt install linux-generic-hwe-24.04), or NVIDIA's linux-nvidia kernels where their config has it (grep '^CONFIG_RUST=y' /boot/config-<version>); such kernels have a linux-lib-rust-<version> package";;
+    # on, with linux-lib-rust-<version> packages (amd64).
+    ubuntu) r=$(ubuntu_kernel_remedy);;
     # Debian 12's kernels, bookworm-backports' included, have Rust off:
     # only Debian 13's backports kernels (7.x) have it.
     debian) r=$(debian_kernel_remedy "Debian's stable kernels have Rust off: install the backports kernel, ");;
@@ -119,7 +138,7 @@ kv=$(sed -nE 's/^VERSION = ([0-9]+)$/\1/p; s/^PATCHLEVEL = ([0-9]+)$/.\1/p' "$KD
 case $kv in [0-9]*.[0-9]*) ;; *) kv=$(echo "$KVER" | sed -nE 's/^([0-9]+\.[0-9]+).*/\1/p');; esac
 if [ -n "$kv" ] && { [ "${kv%%.*}" -lt 6 ] || { [ "${kv%%.*}" = 6 ] && [ "${kv#*.}" -lt 19 ]; }; } 2>/dev/null; then
   case $DISTRO in
-    ubuntu) r="boot Ubuntu 26.04's generic kernel (7.0; apt install linux-generic) or, on 24.04, the 7.0 HWE kernel (apt install linux-generic-hwe-24.04)";;
+    ubuntu) r=$(ubuntu_kernel_remedy);;
     debian) r=$(debian_kernel_remedy "install the backports kernel, ");;
     *) r="use a kernel of Linux 6.19 or later built with CONFIG_RUST=y";;
   esac
@@ -133,7 +152,12 @@ for f in rust/libcore.rmeta rust/libkernel.rmeta rust/libmacros.so; do
 done
 if [ -n "$missing" ]; then
   case $DISTRO in
-    ubuntu) r="apt install linux-lib-rust-$KVER";;
+    # Ubuntu builds the generic kernels' metadata for amd64 only.
+    ubuntu) case $(deb_arch)/$KVER in
+              amd64/*) r="apt install linux-lib-rust-$KVER";;
+              */*-generic|*/*-generic-64k) r="Ubuntu builds linux-lib-rust-<version>-generic for amd64 only: no package has this kernel's Rust metadata on $(deb_arch); use an amd64 host";;
+              *) r="apt install linux-lib-rust-$KVER";;
+            esac;;
     # The one command that ends it (about 4 minutes on 2 cores, ~2 GB in
     # /var/tmp): under DKMS (a kernel upgrade runs this through DKMS's
     # /etc/kernel/postinst.d hook) the rebuild and the module's build; from

@@ -248,10 +248,13 @@ setup_kver() {
 
 # provider_gone core|nvidia -- what a missing provider means, and the
 # command that installs it for $KVER (Ubuntu: its package for that kernel;
-# elsewhere the vendor's DKMS package builds it).
+# elsewhere the vendor's DKMS package builds it). Ubuntu 24.04's archive has
+# no DOCA-OFED (README "Ubuntu 24.04"): its core comes from NVIDIA's DKMS
+# package, as elsewhere.
 provider_gone() {
-  local id branch
+  local id ver branch
   id=$(ID=; . "${PEERMEM_OS_RELEASE:-$R/etc/os-release}" 2> /dev/null; echo "${ID:-}")
+  ver=$(VERSION_ID=; . "${PEERMEM_OS_RELEASE:-$R/etc/os-release}" 2> /dev/null; echo "${VERSION_ID:-}")
   if [ "$1" = nvidia ]; then
     if [ "$id" = ubuntu ]; then
       # The branch of the CUDA userspace installed, if any (nvidia-utils-580).
@@ -261,7 +264,7 @@ provider_gone() {
     else
       echo "the NVIDIA driver's modules were removed (modprobe nvidia_peermem fails with \"Unknown symbol $NV_SYM\"): reinstall the driver for $KVER (its DKMS package: dkms autoinstall -k $KVER)"
     fi
-  elif [ "$id" = ubuntu ]; then
+  elif [ "$id" = ubuntu ] && [ "$ver" != 24.04 ]; then
     echo "the peer-memory core's modules were removed (nvidia_peermem loads but has no core to register with): apt install linux-main-modules-doca-ofed-3.4-$KVER"
   else
     echo "the peer-memory core's modules were removed (nvidia_peermem loads but has no core to register with): reinstall DOCA-OFED for $KVER (mlnx-ofed-kernel-dkms: dkms autoinstall -k $KVER)"

@@ -20,8 +20,39 @@ else KDIR=/usr/src/linux-headers-$KVER; LLVM=; fi
 SRC=$STAGE/src/$KVER; OUT=$STAGE/mods/$KVER
 mkdir -p "$ROOT$SRC" "$ROOT$OUT"
 rsync -a --delete --exclude=.git --exclude=/build --exclude=target --exclude=/userspace \
-  --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' "$TOP/" "$ROOT$SRC/"
+  --exclude=/tests/rxe-peer/rxe --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' "$TOP/" "$ROOT$SRC/"
 rm -f "$ROOT$OUT"/*.ko
+
+# The bench's soft RDMA device (tests/rxe-peer): rxe's own source, from the
+# chroot's linux-source (unpacked once into /build), with rxe.patch, in
+# tests/rxe-peer/rxe/ -- for the Debian kernel built from that source, with
+# rxe configured.  For other kernels rxe/ is absent and tests/rxe-peer
+# builds nothing.  Kept between builds (incremental) while the patch is
+# the same.
+RXE=$SRC/tests/rxe-peer/rxe
+if ! is_debug_kernel "$KVER" && [ "$(kseries "$KVER")" = "${DEBUG_KERNEL_SRC#linux-source-}" ] &&
+   grep -qx 'CONFIG_RDMA_RXE=m' "$ROOT$KDIR/.config"; then
+  want=$(sha256sum < "$TOP/tests/rxe-peer/rxe.patch" | cut -c1-16)
+  if [ "$(cat "$ROOT$RXE/.patch" 2>/dev/null)" != "$want" ]; then
+    rsrc=/build/rxe-$DEBUG_KERNEL_SRCVER
+    if [ ! -f "$ROOT$rsrc/rxe.c" ]; then
+      rm -rf "$ROOT$rsrc.tmp"; mkdir -p "$ROOT$rsrc.tmp"
+      in_root nice tar -C "$rsrc.tmp" -xf "/usr/src/$DEBUG_KERNEL_SRC.tar.xz" "$DEBUG_KERNEL_SRC/drivers/infiniband/sw/rxe"
+      mv "$ROOT$rsrc.tmp/$DEBUG_KERNEL_SRC/drivers/infiniband/sw/rxe" "$ROOT$rsrc"; rm -rf "$ROOT$rsrc.tmp"
+    fi
+    rm -rf "$ROOT$RXE"; cp -r "$ROOT$rsrc" "$ROOT$RXE"
+    if ! patch -s -p1 -d "$ROOT$RXE" < "$TOP/tests/rxe-peer/rxe.patch"; then
+      echo "BUILD-FAIL $KVER rxe_peer: tests/rxe-peer/rxe.patch does not apply to $DEBUG_KERNEL_SRC's rxe"; exit 1
+    fi
+    echo "$want" > "$ROOT$RXE/.patch"
+  fi
+  rm -f "$ROOT$OUT/rxe_peer.none"
+else
+  rm -rf "$ROOT$RXE"
+  # Why there is no rxe_peer.ko here (the perftest cases skip with it).
+  echo "the soft RDMA device is built only for the Debian kernel of $DEBUG_KERNEL_SRC (rxe configured), not $KVER" \
+    > "$ROOT$OUT/rxe_peer.none"
+fi
 # product_copy DIR -- a copy of the product's source (no tests, no build
 # outputs) for a build of its own (identity, plants, binding variants), so
 # that each build stays incremental.
@@ -125,7 +156,10 @@ for d in $dirs; do
   # The product's own builds under other names export only what the
   # product exports (peermem_rs_one_per_kernel, which no test module
   # imports), or nothing: only the product's symvers is passed on.
-  case $d in "$IDSRC"|"$STANDIN"|"$SRC"-plant-*|"$SRC"-weak|"$SRC"-skew|"$SRC"-upgrade/*) ;; *) symvers="$symvers $d/Module.symvers";; esac
+  # (A tree that built no module for this kernel, tests/rxe-peer beside
+  # another kernel's source, has no Module.symvers to pass on.)
+  case $d in "$IDSRC"|"$STANDIN"|"$SRC"-plant-*|"$SRC"-weak|"$SRC"-skew|"$SRC"-upgrade/*) ;;
+    *) [ ! -f "$ROOT$d/Module.symvers" ] || symvers="$symvers $d/Module.symvers";; esac
   case $d in
     "$SRC"-weak|"$SRC"-skew|"$STANDIN") cp "$ROOT$d"/*.ko "$ROOT$OUT/${d#"$SRC"-}/" ;;
     "$SRC"-upgrade/*) ;;

@@ -6,6 +6,11 @@
 #   nvidia-peermem.sh build KVER   nvidia-peermem.ko for KVER, built against the
 #                                  simulators' Module.symvers (build.sh's tree),
 #                                  into <stage>/mods/KVER/nvidia/
+#   nvidia-peermem.sh stage DIR    what the build reads of the tree, into the
+#                                  chroot's DIR (for a build of NVIDIA's own
+#                                  elsewhere: tests/bench/hosts.sh's Ubuntu host)
+#   nvidia-peermem.sh make-cmd KVER DIR   the command line that builds it
+#                                  there for KVER (in the chroot, or a view of it)
 # The source: NVIDIA_PEERMEM_SRC=DIR (an nvidia-peermem directory of a driver
 # an admin runs, e.g. /usr/src/nvidia-<version>/nvidia-peermem, on the host),
 # else Debian's NVIDIA_OPEN_DKMS_PKG at NVIDIA_OPEN_DKMS_PKGVER
@@ -74,38 +79,51 @@ given_tree() {
 
 tree() { if [ -n "${NVIDIA_PEERMEM_SRC:-}" ]; then given_tree "$NVIDIA_PEERMEM_SRC"; else src_tree; fi; }
 
-# build KVER
-build() {
-  local KVER=$1 KDIR LLVM= src B OFA OUT symvers arch=x86_64
-  if is_debug_kernel "$KVER"; then KDIR=/build/kernel-$KVER; LLVM="LLVM=1"; else KDIR=/usr/src/linux-headers-$KVER; fi
-  symvers=$STAGE/src/$KVER/tests/sim/Module.symvers
-  [ -f "$ROOT$symvers" ] || die "no simulators' Module.symvers for $KVER ($symvers): run build.sh first"
+# stage_tree DIR -- what nvidia-peermem's build reads of the tree (a
+# driver's whole tree holds the other modules' sources and binary objects
+# too), into the chroot's DIR.
+stage_tree() {
+  local src
   src=$(tree) || exit 1
-  B=$STAGE/nvidia-peermem/$KVER; OFA=$STAGE/nvidia-peermem/ofa-$KVER; OUT=$STAGE/mods/$KVER/nvidia
-  mkdir -p "$ROOT$B" "$ROOT$OFA/$arch/$KVER" "$ROOT$OUT" "$ROOT/usr/src/ofa_kernel"
-  # What nvidia-peermem's build reads of the tree (a driver's whole tree
-  # holds the other modules' sources and binary objects too).
+  mkdir -p "$ROOT$1"
   rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod*' --exclude=/conftest \
     --include=/common/ --include=/nvidia-peermem/ --include='/*.*' --include=/Kbuild --include=/Makefile \
-    --include='/common/**' --include='/nvidia-peermem/**' --exclude='*' "$src/" "$ROOT$B/"
+    --include='/common/**' --include='/nvidia-peermem/**' --exclude='*' "$src/" "$ROOT$1/"
+}
+# make_cmd KVER DIR -- NVIDIA's own build of nvidia-peermem in DIR for KVER.
+# PAHOLE_VARIABLES= (empty): NVIDIA's Makefile wraps pahole in an awk
+# program when the kernel has no scripts/pahole-flags.sh (recent kernels
+# have none), which the chroot's awk (mawk) cannot parse; the kernel's own
+# BTF step runs instead.
+make_cmd() {
+  local KDIR LLVM=
+  if is_debug_kernel "$1"; then KDIR=/build/kernel-$1; LLVM="LLVM=1"; else KDIR=/usr/src/linux-headers-$1; fi
+  echo "make -C $2 modules NV_KERNEL_MODULES=nvidia-peermem SYSSRC=$KDIR ARCH=x86_64${LLVM:+ $LLVM} PAHOLE_VARIABLES="
+}
+
+# build KVER
+build() {
+  local KVER=$1 KDIR B OFA OUT symvers arch=x86_64
+  if is_debug_kernel "$KVER"; then KDIR=/build/kernel-$KVER; else KDIR=/usr/src/linux-headers-$KVER; fi
+  symvers=$STAGE/src/$KVER/tests/sim/Module.symvers
+  [ -f "$ROOT$symvers" ] || die "no simulators' Module.symvers for $KVER ($symvers): run build.sh first"
+  B=$STAGE/nvidia-peermem/$KVER; OFA=$STAGE/nvidia-peermem/ofa-$KVER; OUT=$STAGE/mods/$KVER/nvidia
+  mkdir -p "$ROOT$OFA/$arch/$KVER" "$ROOT$OUT" "$ROOT/usr/src/ofa_kernel"
+  stage_tree "$B"
   # Without nvidia_p2p_sim_plain's lines (the same API again, from the
   # module that cannot be loaded beside nvidia_p2p_sim): the module's
   # dependencies name the simulated GPU that is loaded.
   awk -F'\t' '$3 !~ /nvidia_p2p_sim_plain$/' "$ROOT$symvers" > "$ROOT$OFA/$arch/$KVER/Module.symvers"
   rm -f "$ROOT$OUT"/*.ko
   # The chroot with the simulators' symvers mounted where an OFED install
-  # puts the core's (this process's mount namespace only).  PAHOLE_VARIABLES=
-  # (empty): NVIDIA's Makefile wraps pahole in an awk program when the
-  # kernel has no scripts/pahole-flags.sh (recent kernels have none), which the
-  # chroot's awk (mawk) cannot parse; the kernel's own BTF step runs instead.
-  # shellcheck disable=SC2086 # $LLVM is empty or one word
+  # puts the core's (this process's mount namespace only).
+  # shellcheck disable=SC2046 # make_cmd's words
   if ! unshare --mount --propagation private -- sh -c \
       'r=$1; o=$2; shift 2; mount -t proc proc "$r/proc" && mount --rbind /dev "$r/dev" &&
        mount --bind "$o" "$r/usr/src/ofa_kernel" && exec chroot "$r" "$@"' \
       sh "$ROOT" "$ROOT$OFA" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-      make -C "$B" modules NV_KERNEL_MODULES=nvidia-peermem SYSSRC="$KDIR" ARCH=$arch $LLVM PAHOLE_VARIABLES= \
-      > "$ROOT$B/build.log" 2>&1; then
-    echo "BUILD-FAIL $KVER nvidia-peermem (NVIDIA's, from $src)"; grep -E 'error' -A5 "$ROOT$B/build.log" | head -40; tail -20 "$ROOT$B/build.log"
+      $(make_cmd "$KVER" "$B") > "$ROOT$B/build.log" 2>&1; then
+    echo "BUILD-FAIL $KVER nvidia-peermem (NVIDIA's, from $(tree))"; grep -E 'error' -A5 "$ROOT$B/build.log" | head -40; tail -20 "$ROOT$B/build.log"
     return 1
   fi
   grep -rqx '#define NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT' "$ROOT$B/conftest" ||
@@ -116,11 +134,13 @@ build() {
   missing=$(comm -23 <(in_root nm -u "$OUT/nvidia-peermem.ko" | awk '{print $2}' | sort -u) \
                      <(cat "$ROOT$KDIR/Module.symvers" "$ROOT$symvers" | awk '{print $2}' | sort -u))
   [ -z "$missing" ] || { echo "BUILD-FAIL $KVER nvidia-peermem imports symbols nobody exports: $missing"; return 1; }
-  echo "BUILD-OK $KVER nvidia-peermem.ko ($(sed -nE 's/^version: *//p' < <(in_root modinfo "$OUT/nvidia-peermem.ko")), NVIDIA's, from $src)"
+  echo "BUILD-OK $KVER nvidia-peermem.ko ($(sed -nE 's/^version: *//p' < <(in_root modinfo "$OUT/nvidia-peermem.ko")), NVIDIA's, from $(tree))"
 }
 
 case ${1:-} in
   src) tree ;;
   build) [ -n "${2:-}" ] || die "usage: nvidia-peermem.sh build KVER"; build "$2" ;;
-  *) die "usage: nvidia-peermem.sh src | build KVER" ;;
+  stage) [ -n "${2:-}" ] || die "usage: nvidia-peermem.sh stage DIR"; stage_tree "$2" ;;
+  make-cmd) [ -n "${3:-}" ] || die "usage: nvidia-peermem.sh make-cmd KVER DIR"; make_cmd "$2" "$3" ;;
+  *) die "usage: nvidia-peermem.sh src | build KVER | stage DIR | make-cmd KVER DIR" ;;
 esac

@@ -441,7 +441,9 @@ suite_cases() {
 }
 # cases_for KVER: the cases KVER's boot runs (CASES= as given, on every kernel).
 cases_for() {
-  if [ -n "${CASES_GIVEN:-}" ] || [ "$mode" != test ]; then echo "$CASES"; else suite_cases "$1"; fi
+  if [ -n "${CASES_GIVEN:-}" ] || [ "$mode" != test ]; then echo "$CASES"
+  elif [ "$1" = "${PERFTEST_BOOT:-}" ]; then suite_cases "$1" | sed -E 's/(^|,)perftest-cuda(,|$)/\1/; s/,$//'
+  else suite_cases "$1"; fi
 }
 if [ -z "${CASES:-}" ]; then
   CASES=$(suite_cases)
@@ -481,6 +483,51 @@ plants_for() {
   done
 }
 
+# perftest with CUDA (tests/bench/perftest-cuda.sh: cached, then staged) for
+# a VM whose cases run it (perftest-cuda, nvpm-perftest, demo), before it
+# boots.  make test's perftest boot builds it in the background lane
+# instead (perftest_boot), where no foreground case needs it.
+runs_perftest() { [[ ",$1," =~ ,(perftest-cuda|demo|nvpm-perftest), ]]; }
+PERFTEST_DONE=
+perftest_ready() {
+  runs_perftest "$CASES" && [ -z "$PERFTEST_DONE" ] || return 0
+  PERFTEST_DONE=1
+  timed "perftest cuda" bash "$BENCH/perftest-cuda.sh" || record fail "perftest-cuda build"
+}
+
+# make test: the perftest boot, perftest-cuda and NVIDIA's nvpm-perftest
+# (perftest through its nvidia-peermem, which must pass) on the newest
+# Debian kernel (PERFTEST_BOOT), runs in the background lane after the
+# controls' boot, off the foreground's path: perftest built (the lane built
+# it after the debug kernel: perftest_build), and once the foreground's
+# build of that kernel is done ($RESULTS/built-KVER), into
+# $RESULTS/perftest/; collected at the end (collect_perftest_boot).
+perftest_build() {
+  timed "perftest cuda" bash "$BENCH/perftest-cuda.sh" > "$RESULTS/perftest.out" 2>&1 ||
+    touch "$RESULTS/perftest.failed"
+}
+perftest_boot() {
+  local k=$PERFTEST_BOOT waited=0
+  [ ! -f "$RESULTS/perftest.failed" ] || return 0
+  while [ ! -f "$RESULTS/built-$k" ] && [ $waited -lt 3600 ]; do sleep 2; waited=$((waited + 2)); done
+  [ "$(cat "$RESULTS/built-$k" 2>/dev/null)" = ok ] || return 0
+  mkdir -p "$RESULTS/perftest"
+  VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" RESULTS=$RESULTS/perftest \
+    timed "perftest boot $k" bash "$BENCH/vm.sh" "$k" perftest-cuda,nvpm-perftest > "$RESULTS/perftest/vm-$k.out" 2>&1 || true
+}
+collect_perftest_boot() {
+  local k=$PERFTEST_BOOT
+  echo; echo "== kernel $k: the perftest boot (perftest-cuda, nvpm-perftest; in the background lane)"
+  if [ -f "$RESULTS/perftest.failed" ]; then
+    tail -n 20 "$RESULTS/perftest.out"
+    echo "FAIL - the perftest boot did not run: building perftest with CUDA failed"; record fail "perftest-cuda build"; return
+  fi
+  if [ "$(cat "$RESULTS/built-$k" 2>/dev/null)" != ok ]; then
+    echo "FAIL - the perftest boot did not run: the build of $k failed"; record fail "$k:perftest-boot"; return
+  fi
+  RESULTS=$RESULTS/perftest collect_vm "$k" || true
+}
+
 # One kernel: prepare, build, (DKMS install), boot the VM with the cases.
 # BG=1: all of it in the background lane (run_kernel_bg; collect_vm later).
 # run_kernel KVER build-only: only the preparation and the build (make test
@@ -498,10 +545,10 @@ run_kernel() { # run_kernel KVER [build-only]
   case ${PREPARED[$k]:-} in
     ok) ;;
     failed) return 1;;
-    *) PREPARED[$k]=failed
-       if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; return 1; fi
-       if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; return 1; fi
-       PREPARED[$k]=ok;;
+    *) PREPARED[$k]=failed; echo failed > "$RESULTS/built-$k.tmp"
+       if ! timed "kernel $k" prepare_kernel "$k"; then record fail "kernel:$k"; mv "$RESULTS/built-$k.tmp" "$RESULTS/built-$k"; return 1; fi
+       if ! timed "build $k" bash "$BENCH/build.sh" "$k"; then record fail "build:$k"; mv "$RESULTS/built-$k.tmp" "$RESULTS/built-$k"; return 1; fi
+       PREPARED[$k]=ok; echo ok > "$RESULTS/built-$k"; rm -f "$RESULTS/built-$k.tmp";;
   esac
   [ -z "$only" ] || return 0
   # Packaging (tests/bench/pkg.sh): DKMS installs the module into the chroot
@@ -520,6 +567,7 @@ run_kernel() { # run_kernel KVER [build-only]
     hosts_step "$k" || true
   fi
   [ -n "$CASES" ] && echo "-- $k: core variant $(core_variant_for "$k")"
+  perftest_ready
   if [ -n "$CASES" ]; then
     VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
       timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
@@ -555,6 +603,7 @@ run_kernel_bg() { # run_kernel_bg KVER
       echo "build:$k" > "$RESULTS/lane-built"; exit 1
     fi
     echo ok > "$RESULTS/lane-built"
+    [ -z "${PERFTEST_BOOT:-}" ] || perftest_build
     VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" \
       timed "vm $k" bash "$BENCH/vm.sh" "$k" "$CASES" > "$RESULTS/vm-$k.out" 2>&1 || true
     [ -z "${CARGO_LANE:-}" ] || timed "cargo tests" run_cargo_tests > "$RESULTS/cargo-tests.out" 2>&1 || true
@@ -562,6 +611,7 @@ run_kernel_bg() { # run_kernel_bg KVER
       while [ ! -f "$RESULTS/hosts.rc" ]; do sleep 2; done
       HOSTS_RC=$(cat "$RESULTS/hosts.rc"); selfcheck_boot "$k"
     fi
+    [ -z "${PERFTEST_BOOT:-}" ] || perftest_boot
   } &
   # shellcheck disable=SC2034 # (read by lib.sh's timed)
   BG_PID=$!; BENCH_LANE_PID=$BG_PID; BENCH_LANE_CPU=$RESULTS/lane-cpu
@@ -629,6 +679,12 @@ for k in $KERNELS; do
     # The cases drive the simulators with simctl: staged before the VM boots.
     timed "simctl" run_cargo_tests --build-only tests/simctl || record fail "simctl"
     CONTROLS_LANE=; controls_wanted && CONTROLS_LANE=1
+    PERFTEST_BOOT=
+    if [ -z "${CASES_GIVEN:-}" ] && [[ " $KERNELS " == *" $DEFAULT_KERNEL "* ]] &&
+       [[ ",$(suite_cases "$DEFAULT_KERNEL")," == *,perftest-cuda,* ]]; then
+      PERFTEST_BOOT=$DEFAULT_KERNEL
+    fi
+    rm -f "$RESULTS/perftest.failed" "$RESULTS"/built-*
     if BG=1 CONTROLS_LANE=$CONTROLS_LANE CARGO_LANE=1 run_kernel "$k"; then bg_k=$k; fi
   fi
 done
@@ -683,6 +739,7 @@ if [ -n "$bg_k" ]; then
   else
     tail -n 30 "$RESULTS/prepare-$bg_k.out"; record fail "$built"
   fi
+  [ -z "${PERFTEST_BOOT:-}" ] || collect_perftest_boot
 fi
 for c in "$RESULTS"/pkg-*.counts "$RESULTS"/hosts-*.counts; do
   [ -f "$c" ] || continue

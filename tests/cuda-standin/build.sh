@@ -5,7 +5,8 @@
 # peermem-probe calls, and for every other name in symbols.txt a stub that
 # returns CUDA_ERROR_NOT_SUPPORTED (cudarc resolves them all when it loads
 # the library).  Run a program with LD_LIBRARY_PATH=OUTDIR to give it this
-# "GPU".  Needs a C compiler and the kernel's UAPI headers (linux/udmabuf.h).
+# "GPU".  Needs a C compiler, the kernel's UAPI headers (linux/udmabuf.h) and
+# the simulators' (tests/sim/include/sim_uapi.h: PEERMEM_CUDA_STANDIN_MEMORY=nvsim).
 set -euo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${1:?usage: build.sh OUTDIR}
@@ -14,5 +15,5 @@ mkdir -p "$OUT"
 grep -vE '^(#|$)' "$D/symbols.txt" |
   sed 's/.*/__attribute__((weak)) int &(void) { return 801; \/* CUDA_ERROR_NOT_SUPPORTED *\/ }/' > "$OUT/stubs.c"
 ${CC:-cc} -shared -fPIC -O2 -Wall -Wextra -Werror -Wl,-soname,libcuda.so.1 \
-  -o "$OUT/libcuda.so.1" "$D/cuda-standin.c" "$OUT/stubs.c"
+  -I"$D/../sim/include" -pthread -o "$OUT/libcuda.so.1" "$D/cuda-standin.c" "$D/nvsim-memory.c" "$OUT/stubs.c"
 ln -sf libcuda.so.1 "$OUT/libcuda.so"

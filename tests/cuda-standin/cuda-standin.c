@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * cuda-standin.c -- a libcuda.so for the bench: the CUDA driver API subset
- * peermem-probe calls (userspace/probe-lib/src/cuda.rs), with one GPU whose
- * memory behaves like device memory to the kernel.  A test plant of the
- * bench (tests/vm/cases/probe-cuda-standin.sh); never installed.
+ * peermem-probe (userspace/probe-lib/src/cuda.rs) and perftest 25.01
+ * (src/cuda_memory.c) call, with one GPU whose memory behaves like device
+ * memory to the kernel.  A test plant of the bench
+ * (tests/vm/cases/probe-cuda-standin.sh, perftest-cuda.sh); never
+ * installed.
  *
  * Device memory: a memfd turned into a dma-buf by /dev/udmabuf, and mapped
  * through that dma-buf.  The kernel maps a udmabuf with VM_PFNMAP (its
@@ -26,6 +28,10 @@
  * (cuMemcpy is a memcpy through the mapping), where cuMemAlloc memory has
  * no CPU mapping; peermem-probe touches GPU memory only through cuMemcpy,
  * so none of its verdicts depend on that.
+
+ *
+ * PEERMEM_CUDA_STANDIN_MEMORY=nvsim: the memory is the simulated NVIDIA
+ * driver's instead (nvsim-memory.c).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -40,24 +46,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef void *CUcontext;
-
-enum {
-	CUDA_SUCCESS = 0,
-	CUDA_ERROR_INVALID_VALUE = 1,
-	CUDA_ERROR_OUT_OF_MEMORY = 2,
-	CUDA_ERROR_NOT_INITIALIZED = 3,
-	CUDA_ERROR_INVALID_DEVICE = 101,
-	CUDA_ERROR_INVALID_CONTEXT = 201,
-	CUDA_ERROR_NOT_SUPPORTED = 801,
-};
+#include "standin.h"
 
 /* cuda.h values of the attributes the probe reads. */
 #define ATTR_INTEGRATED 18
+#define ATTR_PCI_BUS_ID 33
+#define ATTR_PCI_DEVICE_ID 34
 #define ATTR_PAGEABLE_USES_HOST_PAGE_TABLES 100
 #define ATTR_GDR_WITH_VMM 110
 #define ATTR_GDR 116
@@ -77,10 +71,7 @@ struct alloc {
 	CUdeviceptr va;
 	int used;
 };
-#define MAX_ALLOCS 256
 static struct alloc allocs[MAX_ALLOCS];
-
-#define say(fmt, ...) fprintf(stderr, "cuda-standin: " fmt "\n", __VA_ARGS__)
 
 /* A new allocation of size bytes (page-rounded): memfd + udmabuf. */
 static struct alloc *alloc_new(size_t size)
@@ -188,8 +179,22 @@ static CUdeviceptr map_at(struct alloc *a, CUdeviceptr va)
 
 CUresult cuInit(unsigned int flags)
 {
+	const char *m = getenv("PEERMEM_CUDA_STANDIN_MEMORY");
+
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (initialised)
+		return CUDA_SUCCESS;
+	if (m && !strcmp(m, "nvsim")) {
+		nvsim = open("/dev/nvidia_p2p_sim", O_RDWR | O_CLOEXEC);
+		if (nvsim < 0) {
+			say("PEERMEM_CUDA_STANDIN_MEMORY=nvsim: /dev/nvidia_p2p_sim: %s", strerror(errno));
+			return CUDA_ERROR_NO_DEVICE;
+		}
+	} else if (m && *m && strcmp(m, "udmabuf")) {
+		say("PEERMEM_CUDA_STANDIN_MEMORY=%s: not nvsim or udmabuf", m);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 	initialised = 1;
 	return CUDA_SUCCESS;
 }
@@ -255,10 +260,23 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d)
 		return CUDA_ERROR_INVALID_DEVICE;
 	switch (attr) {
 	case ATTR_DMA_BUF:
-	case ATTR_GDR:
 	case ATTR_GDR_WITH_VMM:
+		*v = nvsim < 0;
+		return CUDA_SUCCESS;
+	case ATTR_GDR:
 		*v = 1;
 		return CUDA_SUCCESS;
+	case ATTR_PCI_BUS_ID:
+	case ATTR_PCI_DEVICE_ID: {
+		char bdf[32];
+		unsigned int dom, bus, dev, fn;
+
+		if (cuDeviceGetPCIBusId(bdf, sizeof(bdf), d) ||
+		    sscanf(bdf, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+			return CUDA_ERROR_INVALID_VALUE;
+		*v = attr == ATTR_PCI_BUS_ID ? (int)bus : (int)dev;
+		return CUDA_SUCCESS;
+	}
 	case ATTR_GDR_FLUSH_OPTIONS:
 		*v = 1; /* host */
 		return CUDA_SUCCESS;
@@ -280,6 +298,7 @@ CUresult cuGetErrorName(CUresult r, const char **s)
 	case CUDA_ERROR_INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; break;
 	case CUDA_ERROR_OUT_OF_MEMORY: *s = "CUDA_ERROR_OUT_OF_MEMORY"; break;
 	case CUDA_ERROR_NOT_INITIALIZED: *s = "CUDA_ERROR_NOT_INITIALIZED"; break;
+	case CUDA_ERROR_NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; break;
 	case CUDA_ERROR_INVALID_DEVICE: *s = "CUDA_ERROR_INVALID_DEVICE"; break;
 	case CUDA_ERROR_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; break;
 	case CUDA_ERROR_NOT_SUPPORTED: *s = "CUDA_ERROR_NOT_SUPPORTED"; break;
@@ -311,9 +330,53 @@ CUresult cuCtxSetCurrent(CUcontext c)
 	return c == &the_context || !c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+CUresult cuCtxCreate_v2(CUcontext *c, unsigned int flags, CUdevice d)
+{
+	(void)flags;
+	return cuDevicePrimaryCtxRetain(c, d);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext c)
+{
+	return c == &the_context ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuDeviceGetByPCIBusId(CUdevice *d, const char *bus)
+{
+	char ours[32];
+
+	if (!initialised)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (cuDeviceGetPCIBusId(ours, sizeof(ours), 0) || strcasecmp(bus, ours))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*d = 0;
+	return CUDA_SUCCESS;
+}
+
+/* Pinned host memory: only an integrated GPU's allocator (never asked of
+ * this discrete one). */
+CUresult cuMemAllocHost_v2(void **p, size_t size)
+{
+	(void)p;
+	(void)size;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+	(void)p;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
 {
-	struct alloc *a = alloc_new(size);
+	struct alloc *a;
+
+	if (!initialised)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (nvsim >= 0)
+		return gpu_malloc(p, size);
+	a = alloc_new(size);
 
 	if (!a)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -327,7 +390,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
 
 CUresult cuMemFree_v2(CUdeviceptr p)
 {
-	struct alloc *a = alloc_at(p);
+	struct alloc *a;
+
+	if (nvsim >= 0)
+		return gpu_free(p);
+	a = alloc_at(p);
 
 	if (!a || a->va != p)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -340,12 +407,16 @@ CUresult cuPointerSetAttribute(const void *value, int attr, CUdeviceptr p)
 {
 	(void)value;
 	(void)attr;
-	return alloc_at(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return alloc_at(p) || gpu_owns(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
-	struct alloc *a = alloc_at(dst);
+	struct alloc *a;
+
+	if (nvsim >= 0)
+		return gpu_copy(dst, (void *)src, n, 1);
+	a = alloc_at(dst);
 
 	if (!a || dst + n > a->va + a->size)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -355,12 +426,78 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
-	struct alloc *a = alloc_at(src);
+	struct alloc *a;
 
+	if (nvsim >= 0)
+		return gpu_copy(src, dst, n, 0);
+	a = alloc_at(src);
 	if (!a || src + n > a->va + a->size)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(dst, (void *)src, n);
 	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	size_t chunk = 1UL << 20, done;
+	char *bounce;
+	CUresult r = CUDA_SUCCESS;
+
+	if (nvsim < 0) {
+		struct alloc *d = alloc_at(dst), *s = alloc_at(src);
+
+		if (!d || !s || dst + n > d->va + d->size || src + n > s->va + s->size)
+			return CUDA_ERROR_INVALID_VALUE;
+		memmove((void *)dst, (void *)src, n);
+		return CUDA_SUCCESS;
+	}
+	if (!gpu_range(dst, n) || !gpu_range(src, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	bounce = malloc(chunk);
+	if (!bounce)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (done = 0; done < n && !r; done += chunk) {
+		size_t k = n - done < chunk ? n - done : chunk;
+
+		r = gpu_copy(src + done, bounce, k, 0);
+		if (!r)
+			r = gpu_copy(dst + done, bounce, k, 1);
+	}
+	free(bounce);
+	return r;
+}
+
+/* Unified addressing: the direction from where each pointer lies. */
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	int d = alloc_at(dst) || gpu_owns(dst), s = alloc_at(src) || gpu_owns(src);
+
+	if (d && s)
+		return cuMemcpyDtoD_v2(dst, src, n);
+	if (d)
+		return cuMemcpyHtoD_v2(dst, (const void *)src, n);
+	if (s)
+		return cuMemcpyDtoH_v2((void *)dst, src, n);
+	memmove((void *)dst, (const void *)src, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char c, size_t n)
+{
+	size_t chunk = 1UL << 20, done;
+	char *buf;
+	CUresult r = CUDA_SUCCESS;
+
+	if (!alloc_at(dst) && !gpu_range(dst, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	buf = malloc(chunk);
+	if (!buf)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memset(buf, c, chunk);
+	for (done = 0; done < n && !r; done += chunk)
+		r = cuMemcpyHtoD_v2(dst + done, buf, n - done < chunk ? n - done : chunk);
+	free(buf);
+	return r;
 }
 
 /* A dma-buf of a whole allocation (the probe exports whole ones). */
@@ -370,6 +507,8 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr p, size_t size,
 	struct alloc *a = alloc_at(p);
 	int fd;
 
+	if (nvsim >= 0) /* no GPU mapping to export (see the top) */
+		return CUDA_ERROR_NOT_SUPPORTED;
 	if (type != HANDLE_TYPE_DMA_BUF_FD || flags) /* 12.4: no PCIe mapping flag */
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!a || a->va != p || size != a->size)
@@ -396,6 +535,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const void *p
 	struct alloc *a;
 
 	(void)prop;
+	if (nvsim >= 0)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	if (flags || size % GRANULARITY)
 		return CUDA_ERROR_INVALID_VALUE;
 	a = alloc_new(size);

@@ -44,6 +44,19 @@ wait_line() {
   done
   grep -qE "$re" "$f" 2>/dev/null
 }
+# cm_listening SRV_PID: wait (up to 2 min) until an RDMA CM id listens, or
+# the server SRV_PID is gone; 0 if one listens.  A perftest client that
+# connects before its server's id listens is rejected and then crashes in
+# librdmacm (a loaded, slow VM took over 10 s to get there).
+cm_listening() {
+  local i
+  for i in $(seq 240); do
+    rdma resource show cm_id 2> /dev/null | grep -q 'state LISTEN' && return 0
+    kill -0 "$1" 2> /dev/null || return 1
+    sleep 0.5
+  done
+  return 1
+}
 # client_of SRV_PID cmd... : run a client of a server started in the
 # background; while the client fails and the server still waits, try again
 # (up to 10 times, 1 s apart): a stalled VM may not be listening yet.
@@ -175,7 +188,10 @@ kmemleak_case() {
 # the VM (rdma_cm cannot route over rxe on lo).  Sets RXE_DEV and RXE_GID.
 rxe_up() { # rxe_up [name] [netdev] [ipv4/prefix]
   local dev=${1:-rxe0} nd=${2:-dummy0} ip=${3:-192.0.2.1/24} p g gid typ i
-  modprobe rdma_rxe && modprobe ib_uverbs && modprobe rdma_ucm || return 1
+  # The bench's soft RDMA device (tests/rxe-peer) registers the link type
+  # rxe in rdma_rxe's place when it is loaded.
+  if ! module_loaded rxe_peer; then modprobe rdma_rxe || return 1; fi
+  modprobe ib_uverbs && modprobe rdma_ucm || return 1
   modprobe dummy || return 1
   ip link show "$nd" >/dev/null 2>&1 || ip link add "$nd" type dummy || return 1
   ip addr add "$ip" dev "$nd" 2>/dev/null; ip link set "$nd" up || return 1

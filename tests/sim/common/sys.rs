@@ -190,6 +190,13 @@ pub(crate) struct Symbol {
     addr: NonNull<c_void>,
 }
 
+// SAFETY: a `Symbol` is the address of another module's exported function
+// and a reference on that module; exported functions are callable from any
+// task, and `__symbol_put` may drop the reference from any task.
+unsafe impl Send for Symbol {}
+// SAFETY: as above; `&Symbol` only reads the address.
+unsafe impl Sync for Symbol {}
+
 impl Symbol {
     /// Looks `name` up; `None` if no loaded module exports it.
     pub(crate) fn get(name: &'static CStr) -> Option<Self> {

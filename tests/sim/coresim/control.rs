@@ -91,6 +91,7 @@ impl Context {
             file: self.id,
             handle,
             reg: reg.clone(),
+            nv: None,
         }) {
             mr::deregister(reg);
             return Err(e);

@@ -250,3 +250,62 @@ pub(crate) fn spawn_dereg(job: KBox<DeregJob>) -> Result {
         mr::deregister(reg);
     })
 }
+
+// --- the soft RDMA device's table (glue.c: peer_core_sim_hca) -------------
+
+/// `peer_core_sim_hca.mr_get`: an MR of the calling process.
+///
+/// # Safety
+///
+/// `handle` is valid for writing a u32.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_hca_mr_get(
+    va: u64,
+    len: u64,
+    access: u32,
+    handle: *mut u32,
+) -> c_int {
+    from_result(|| {
+        let out = core::ptr::NonNull::new(handle).ok_or(EINVAL)?;
+        let h = crate::device::mr_get(va, len, access)?;
+        // SAFETY: the caller's contract.
+        unsafe { out.as_ptr().write(h) };
+        Ok(0)
+    })
+}
+
+/// `peer_core_sim_hca.mr_dma`: the device's DMA through MR `handle`.
+///
+/// # Safety
+///
+/// `buf` is valid for reading and writing `len` bytes (or `len` is 0), and
+/// nothing else accesses it during the call.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_hca_mr_dma(
+    handle: u32,
+    va: u64,
+    buf: *mut u8,
+    len: u64,
+    write: bool,
+) -> c_int {
+    from_result(|| {
+        let len = usize::try_from(len).map_err(|_| EINVAL)?;
+        let buf = if len == 0 || buf.is_null() {
+            &mut [][..]
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { core::slice::from_raw_parts_mut(buf, len) }
+        };
+        crate::device::mr_dma(handle, va, buf, write).map(|()| 0)
+    })
+}
+
+/// `peer_core_sim_hca.mr_put`: deregisters MR `handle`.
+///
+/// # Safety
+///
+/// None: the handle is looked up; an unknown one is reported.
+#[no_mangle]
+unsafe extern "C" fn pcsim_rs_hca_mr_put(handle: u32) {
+    crate::device::mr_put(handle);
+}

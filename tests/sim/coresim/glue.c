@@ -46,6 +46,28 @@ EXPORT_SYMBOL(ib_register_peer_memory_client);
 EXPORT_SYMBOL(ib_unregister_peer_memory_client);
 /* For nvidia_p2p_sim (looked up at run time). */
 EXPORT_SYMBOL_GPL(peer_core_sim_gpu_freed);
+/* For the bench's soft RDMA device (looked up at run time, per MR). */
+const struct peer_core_sim_hca peer_core_sim_hca = {
+	.mr_get = pcsim_rs_hca_mr_get,
+	.mr_dma = pcsim_rs_hca_mr_dma,
+	.mr_put = pcsim_rs_hca_mr_put,
+};
+EXPORT_SYMBOL_GPL(peer_core_sim_hca);
+
+#ifdef NVSIM_DRIVER_REBUILD
+/*
+ * The simulators' second build (tests/bench/build.sh's <src>-upgrade tree,
+ * the one that makes nvidia_p2p_sim's driver upgrade): this core as
+ * another build of the same DOCA-OFED source -- Canonical's prebuilt
+ * linux-modules-doca-ofed-* against a rebuild from its DKMS source, which
+ * differ in their CRCs.  The same gendwarfksyms rule as nvsim/glue.c's
+ * (section .discard: nothing of it reaches the module), on the client
+ * structure: ib_register_peer_memory_client gets another CRC, the rest of
+ * the ABI and all of the code stay as they are.
+ */
+static const char pcsim_rebuild_rule[] __used __aligned(1)
+	__section(".discard.gendwarfksyms.kabi_rules") = "1\0declonly\0peer_memory_client\0";
+#endif
 
 /* --- module parameters ------------------------------------------------ */
 static char *hca_bdf;

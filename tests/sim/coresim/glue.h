@@ -96,5 +96,9 @@ int pcsim_rs_ioctl_query(void *context, struct pcsim_query *arg);
 int pcsim_rs_ioctl_disassociate(void *context, struct pcsim_handle *arg);
 int pcsim_rs_ioctl_dereg_timed(void *context, struct pcsim_dereg *arg);
 int pcsim_rs_ioctl_dma(void *context, struct pcsim_dma *arg);
+/* The soft RDMA device's table (sim_link.h, struct peer_core_sim_hca). */
+int pcsim_rs_hca_mr_get(u64 va, u64 len, u32 access, u32 *handle);
+int pcsim_rs_hca_mr_dma(u32 handle, u64 va, void *buf, u64 len, bool write);
+void pcsim_rs_hca_mr_put(u32 handle);
 
 #endif /* PEERMEM_PCSIM_GLUE_H */

@@ -66,25 +66,49 @@ fn step(nv: &NvSim, reg: &Reg, at: &mut Cursor, buf: &mut [u8], write: bool) -> 
     Ok(n)
 }
 
-/// `PCSIM_IOC_DMA` on `reg`.
+/// Checks a DMA of `len` bytes at registration byte `va`; where the DMA
+/// starts, or None for an empty one.
+fn start(reg: &Reg, va: u64, len: u64, write: bool) -> Result<Option<Cursor>> {
+    let off = va.checked_sub(reg.va).ok_or(EINVAL)?;
+    if off > reg.len || len > reg.len - off {
+        return Err(EINVAL);
+    }
+    if write && !reg.writable {
+        return Err(EACCES);
+    }
+    if len == 0 {
+        return Ok(None);
+    }
+    Ok(Some(locate(reg, va)?))
+}
+
+/// `step`, with a fault checked: memory gone under a registration still
+/// mapped is the client's missing invalidation.
+fn step_checked(
+    nv: &NvSim,
+    reg: &Reg,
+    at: &mut Cursor,
+    buf: &mut [u8],
+    write: bool,
+) -> Result<usize> {
+    step(nv, reg, at, buf, write).inspect_err(|e| {
+        if *e == EFAULT {
+            mr::check_live(nv, reg, "HCA DMA");
+        }
+    })
+}
+
+/// `PCSIM_IOC_DMA` on `reg`: between the caller's buffer and the GPU.
 pub(crate) fn dma(reg: &Reg, arg: &pcsim_dma) -> Result {
     let write = match arg.write {
         0 => false,
         1 => true,
         _ => return Err(EINVAL),
     };
-    let off = arg.va.checked_sub(reg.va).ok_or(EINVAL)?;
-    if off > reg.len || arg.len > reg.len - off {
-        return Err(EINVAL);
-    }
-    if write && !reg.writable {
-        return Err(EACCES);
-    }
     let nv = NvSim::get().ok_or(ENODEV)?;
-    if arg.len == 0 {
+    let Some(mut at) = start(reg, arg.va, arg.len, write)? else {
         return Ok(());
-    }
-    let mut at = locate(reg, arg.va)?;
+    };
     let mut bounce = KVec::from_elem(0u8, STEP as usize, GFP_KERNEL)?;
     let mut done = 0u64;
     while done < arg.len {
@@ -93,21 +117,25 @@ pub(crate) fn dma(reg: &Reg, arg: &pcsim_dma) -> Result {
         if write {
             sys::copy_from_user(part, arg.buf.wrapping_add(done))?;
         }
-        let n = match step(&nv, reg, &mut at, part, write) {
-            Ok(n) => n,
-            Err(e) => {
-                // A fault: memory gone under a registration still mapped
-                // is the client's missing invalidation.
-                if e == EFAULT {
-                    mr::check_live(&nv, reg, "HCA DMA");
-                }
-                return Err(e);
-            }
-        };
+        let n = step_checked(&nv, reg, &mut at, part, write)?;
         if !write {
             sys::copy_to_user(arg.buf.wrapping_add(done), &bounce[..n])?;
         }
         done += n as u64;
+    }
+    Ok(())
+}
+
+/// The soft RDMA device's DMA on `reg`: between a kernel buffer (a packet's
+/// payload) and the GPU `nv`.
+pub(crate) fn dma_kernel(nv: &NvSim, reg: &Reg, va: u64, buf: &mut [u8], write: bool) -> Result {
+    let Some(mut at) = start(reg, va, buf.len() as u64, write)? else {
+        return Ok(());
+    };
+    let mut done = 0usize;
+    while done < buf.len() {
+        let end = buf.len().min(done + STEP as usize);
+        done += step_checked(nv, reg, &mut at, &mut buf[done..end], write)?;
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ mod control;
 #[allow(dead_code)] // `clear`: only the GPU resets single counters
 #[path = "../common/counters.rs"]
 mod counters;
+mod device;
 mod entry;
 mod hca;
 mod hooks;

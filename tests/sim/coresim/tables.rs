@@ -12,7 +12,7 @@ use crate::bindings::PCSIM_LOCK_TABLES;
 use crate::client::{handle_of, Client};
 use crate::reg::Reg;
 use crate::slots::Slots;
-use crate::sys::{DmaDevice, GlueMutex, Hca};
+use crate::sys::{DmaDevice, GlueMutex, Hca, NvSim};
 
 /// A registration made through a control file.
 pub(crate) struct RegEntry {
@@ -22,6 +22,9 @@ pub(crate) struct RegEntry {
     pub(crate) handle: u32,
     /// The registration.
     pub(crate) reg: Arc<Reg>,
+    /// The soft RDMA device's MRs: the GPU their DMA goes to, looked up
+    /// once at registration (not per packet).
+    pub(crate) nv: Option<Arc<NvSim>>,
 }
 
 /// What the table mutex protects.
@@ -92,6 +95,20 @@ impl Tables {
     pub(crate) fn take_any_reg(&mut self, file: u64) -> Option<Arc<Reg>> {
         let i = self.regs.find(|e| e.file == file)?;
         self.regs.remove(i).map(|e| e.reg)
+    }
+
+    /// Takes registration `handle` of `file` out of the table, whole (its
+    /// GPU is released by the caller, outside the lock).
+    pub(crate) fn take_entry(&mut self, file: u64, handle: u32) -> Option<RegEntry> {
+        let i = self.regs.find(|e| e.file == file && e.handle == handle)?;
+        self.regs.remove(i)
+    }
+
+    /// Registration `handle` of `file` with its GPU (a device MR's).
+    pub(crate) fn reg_nv(&self, file: u64, handle: u32) -> Option<(Arc<Reg>, Arc<NvSim>)> {
+        let i = self.regs.find(|e| e.file == file && e.handle == handle)?;
+        let e = self.regs.get(i)?;
+        Some((e.reg.clone(), e.nv.clone()?))
     }
 
     /// Registration `handle` of `file`.

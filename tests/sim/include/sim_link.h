@@ -53,4 +53,27 @@ void nvidia_p2p_sim_neighbour_call(bool on);
  * at memory that is gone. */
 void peer_core_sim_gpu_freed(void);
 
+/* The bench's soft RDMA device (tests/rxe-peer: rxe with a patch) registers
+ * user memory that get_user_pages refused through the simulated core, as
+ * mlx5 on a DOCA-OFED core does (ib_umem_get's peer fallback), and moves its
+ * data through the registration's SG list.  The table is looked up with
+ * symbol_get for each such MR (a module reference held as long as the MR
+ * lives).  Every call runs in process context and may sleep. */
+struct peer_core_sim_hca {
+	/* ibv_reg_mr of [va, va + len) of the calling process with IB_ACCESS_*
+	 * flags `access`: 0 and *handle, -EFAULT if no peer client claims the
+	 * range (the device's own error stands then), or another -errno. */
+	int (*mr_get)(u64 va, u64 len, u32 access, u32 *handle);
+	/* The device's DMA: `len` bytes at registration byte `va`, read into
+	 * `buf` or (write) written from it, through the SG list's bus
+	 * addresses.  -ESTALE once the client invalidated the registration,
+	 * -EINVAL outside it, -EACCES for a write to a read-only one, -EFAULT
+	 * where the GPU memory behind the list is gone (a violation the core
+	 * counts). */
+	int (*mr_dma)(u32 handle, u64 va, void *buf, u64 len, bool write);
+	/* ibv_dereg_mr. */
+	void (*mr_put)(u32 handle);
+};
+extern const struct peer_core_sim_hca peer_core_sim_hca;
+
 #endif /* PEERMEM_SIM_LINK_H */

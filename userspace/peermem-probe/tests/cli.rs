@@ -122,6 +122,33 @@ fn doctor_text_names_things_and_shows_the_matrix() {
 }
 
 #[test]
+fn doctor_names_what_module_name_tests_miss_and_what_it_cannot_read() {
+    // switch: peermem_rs loaded under its own name, no on-demand paging.
+    let t = text(&doctor("switch"));
+    let gloo = t
+        .lines()
+        .find(|l| l.starts_with("libraries") && l.contains("PyTorch Gloo (ibverbs)"))
+        .unwrap_or_else(|| panic!("no gloo row:\n{t}"));
+    assert!(gloo.contains("WARN"), "{gloo}");
+    assert!(t.contains("make PEERMEM_NAME=nvidia_peermem"), "{t}");
+    assert!(
+        t.lines().any(|l| l.starts_with("cuda")
+            && l.contains("GPUDirect attributes")
+            && l.contains("unknown (doctor reads a saved tree")),
+        "a saved tree gives no CUDA verdict:\n{t}"
+    );
+    let o = run(&["--json", "doctor", "--sysroot", &fixture("switch")]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let w = v["verdict"]["warnings"].to_string();
+    assert!(
+        w.contains("libraries/PyTorch Gloo (ibverbs) GPU 0000:03:00.0 x mlx5_0"),
+        "{w}"
+    );
+    assert!(w.contains("libraries/NCCL GIN (GDAKI)"), "{w}");
+    assert!(!w.contains("cuda/"), "unknown is not a warning: {w}");
+}
+
+#[test]
 fn doctor_json_is_versioned_and_typed() {
     let o = run(&["--json", "doctor", "--sysroot", &fixture("peermem-loaded")]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON document");

@@ -1,7 +1,9 @@
 //! `doctor`: reads the system and gives a verdict per item. It touches a
 //! device only to register one page of host dma-buf on each RDMA device
-//! (`dmabuf_mr`), and only on the live host.
+//! (`dmabuf_mr`) and to read the GPUs' CUDA attributes (`cuda`: `cuInit`,
+//! no context), and only on the live host.
 
+mod cuda;
 mod dkms;
 mod dmabuf_mr;
 mod gpu;
@@ -168,6 +170,8 @@ pub fn run(root: &SysRoot) -> DoctorReport {
     crate::trace!("doctor: IOMMU, GPUs, kernel, limits");
     iommu(root, &sys, &mut items);
     let gpus = gpu::gpus(root, &sys, &mut items);
+    crate::trace!("doctor: CUDA attributes, VMM memory");
+    cuda::items(root, &sys, &mut items);
     gpu::kernel(&sys, &mut items);
     items.extend(dkms::item_for(root, &sys));
     let code = exit_code(items.iter().map(|i| i.status));

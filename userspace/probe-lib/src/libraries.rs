@@ -17,8 +17,9 @@ use serde::Serialize;
 pub enum Route {
     DmaBuf,
     PeerMemory,
-    /// No GPUDirect RDMA: the library stages through host memory (or, for
-    /// plain verbs users, the registration fails).
+    /// No GPUDirect RDMA: the library stages through host memory, or, where
+    /// it has no such fallback (plain verbs users, GPU-initiated
+    /// networking), it fails; the decision's `why` says which.
     None,
     /// The facts are not enough to say (e.g. no kernel configuration).
     Unknown,
@@ -29,7 +30,7 @@ impl Route {
         match self {
             Route::DmaBuf => "dma-buf",
             Route::PeerMemory => "peer memory",
-            Route::None => "none (host staging)",
+            Route::None => "none (no GPUDirect RDMA)",
             Route::Unknown => "unknown",
         }
     }
@@ -46,6 +47,10 @@ pub struct Decision {
     pub why: String,
     /// The rule and where it is written (file and version).
     pub rule: &'static str,
+    /// What to do when the library will fail here, or will miss a path
+    /// that works (doctor makes the row a warning); None otherwise.
+    #[serde(skip)]
+    pub remedy: Option<String>,
 }
 
 /// Whether dma-buf can work for a pair, and why not.
@@ -64,6 +69,11 @@ pub struct Env {
     pub ucx_ib_gpu_direct_rdma: Option<String>,
     pub nvshmem_ib_disable_dmabuf: Option<String>,
     pub fi_hmem_cuda_use_dmabuf: Option<String>,
+    /// PyTorch's Gloo transport (`IBVERBS` selects gloo's verbs transport).
+    pub gloo_device_transport: Option<String>,
+    /// Mooncake's choice between `ibv_reg_mr` and dma-buf (releases that
+    /// read it at run time).
+    pub with_nvidia_peermem: Option<String>,
 }
 
 impl Env {
@@ -75,6 +85,8 @@ impl Env {
             ucx_ib_gpu_direct_rdma: v("UCX_IB_GPU_DIRECT_RDMA"),
             nvshmem_ib_disable_dmabuf: v("NVSHMEM_IB_DISABLE_DMABUF"),
             fi_hmem_cuda_use_dmabuf: v("FI_HMEM_CUDA_USE_DMABUF"),
+            gloo_device_transport: v("GLOO_DEVICE_TRANSPORT"),
+            with_nvidia_peermem: v("WITH_NVIDIA_PEERMEM"),
         }
     }
 }
@@ -183,6 +195,7 @@ pub fn decide(
         route,
         why,
         rule,
+        remedy: None,
     };
     let peer_word = |f: Option<&'static str>| match f {
         Some(p) => format!("a peer-memory client is seen ({p})"),
@@ -296,7 +309,11 @@ pub fn decide(
             _ => (Route::DmaBuf, "the GPU exports dma-buf (open driver)".to_string()),
         }
     };
-    out.push(mk("NVSHMEM", route, why, RULE_NVSHMEM));
+    let mut d = mk("NVSHMEM", route, why, RULE_NVSHMEM);
+    if route == Route::DmaBuf && matches!(dmabuf, DmaBuf::No(_)) {
+        d.remedy = Some("NVSHMEM_IB_DISABLE_DMABUF=1 (and a peer-memory client), or a NIC and kernel with dma-buf MRs".into());
+    }
+    out.push(d);
 
     // libfabric probes no file: ibv_reg_mr works when a client is loaded.
     let loaded = (!sys.peers.is_empty() || !sys.peer_modules().is_empty())
@@ -340,8 +357,21 @@ pub fn decide(
         why,
         RULE_VERBS,
     ));
+    let pair = more::Pair {
+        sys,
+        env,
+        det,
+        nic,
+        gpu,
+        dmabuf: &dmabuf,
+    };
+    out.extend(more::frameworks(&pair));
+    out.extend(more::gpu_initiated(&pair));
     out
 }
+
+mod more;
+pub use more::{RULE_GDA, RULE_GIN_GDAKI, RULE_GIN_PROXY, RULE_GLOO, RULE_GPUNETIO, RULE_MOONCAKE};
 
 #[cfg(test)]
 mod tests;

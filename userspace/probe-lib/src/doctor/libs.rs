@@ -2,7 +2,7 @@
 //! device, with the rule it follows) and what the dma-buf path needs.
 
 use super::{item, Item};
-use crate::libraries::{self, Decision, Env, Route};
+use crate::libraries::{self, Decision, Env};
 use crate::nccl::{Detection, NcclPath};
 use crate::platform::{self, Kind};
 use crate::report::Status;
@@ -22,24 +22,22 @@ pub(super) fn decisions(
             continue;
         };
         for d in libraries::decide(sys, det, &env, nic, &p.gpu, p) {
-            // A library that will fail (not merely stage) is worth a warning.
-            let st = if d.why.contains("will fail") {
-                Status::Warn
-            } else {
-                Status::Info
-            };
+            // A library that will fail, or that misses a path that works
+            // here, comes with a remedy: worth a warning.
             let it = item(
                 "libraries",
                 format!("{} GPU {} x {}", d.library, d.gpu, d.rdma_device),
-                st,
+                Status::Info,
                 d.route.label(),
             )
             .detail(format!("{} [rule: {}]", d.why, d.rule));
-            items.push(match d.route {
-                Route::DmaBuf if st == Status::Warn => {
-                    it.remedy("NVSHMEM_IB_DISABLE_DMABUF=1 (and a peer-memory client), or a NIC and kernel with dma-buf MRs")
+            items.push(match &d.remedy {
+                Some(r) => {
+                    let mut it = it.remedy(r.clone());
+                    it.status = Status::Warn;
+                    it
                 }
-                _ => it,
+                None => it,
             });
             out.push(d);
         }

@@ -173,3 +173,171 @@ fn nccl_gdr_level_bounds_both_mechanisms() {
     assert_eq!(route(&d, "ibv_reg_mr").0, &Route::None);
     assert!(matches!(dmabuf_ready(&sys, &sys.rdma[soft]), DmaBuf::No(w) if w.contains("software")));
 }
+
+/// Asserts one library's decision: its route, a part of its why, and a part
+/// of its remedy (None: no remedy, so no warning).
+fn expect(d: &[Decision], lib: &str, route: Route, why: &str, remedy: Option<&str>) {
+    let x = d
+        .iter()
+        .find(|x| x.library.starts_with(lib))
+        .unwrap_or_else(|| panic!("no {lib}: {d:#?}"));
+    assert_eq!(x.route, route, "{x:#?}");
+    assert!(x.why.contains(why), "{why:?} not in {x:#?}");
+    match (remedy, &x.remedy) {
+        (None, None) => {}
+        (Some(want), Some(got)) => assert!(got.contains(want), "{want:?} not in {x:#?}"),
+        _ => panic!("remedy {remedy:?} expected: {x:#?}"),
+    }
+}
+
+const NO_ODP: &str = "# CONFIG_INFINIBAND_ON_DEMAND_PAGING is not set\n";
+
+fn env_with(f: impl FnOnce(&mut Env)) -> Env {
+    let mut e = Env::default();
+    f(&mut e);
+    e
+}
+
+#[test]
+fn gloo_goes_by_module_name_and_misses_peermem_rs_under_its_own() {
+    let rename = Some("PEERMEM_NAME=nvidia_peermem");
+    let ibverbs = env_with(|e| e.gloo_device_transport = Some("ibverbs".into()));
+    let tcp = env_with(|e| e.gloo_device_transport = Some("TCP".into()));
+    let gloo = "PyTorch Gloo";
+    // switch: peermem_rs loaded under its own name, a working client.
+    let d = decisions("switch", 0, Some(ODP), &Env::default());
+    expect(
+        &d,
+        gloo,
+        Route::None,
+        "peermem_rs is loaded under its own module name",
+        rename,
+    );
+    expect(
+        &d,
+        gloo,
+        Route::None,
+        "with GLOO_DEVICE_TRANSPORT=IBVERBS (unset here",
+        rename,
+    );
+    // nvidia_peermem loaded (NVIDIA's or ours under the DKMS name): found.
+    let d = decisions("peermem-loaded", 0, Some(ODP), &ibverbs);
+    expect(
+        &d,
+        gloo,
+        Route::PeerMemory,
+        "gloo finds module nvidia_peermem",
+        None,
+    );
+    // Another transport: gloo's verbs are not in play, nothing to fix.
+    let d = decisions("switch", 0, Some(ODP), &tcp);
+    expect(&d, gloo, Route::None, "GLOO_DEVICE_TRANSPORT=TCP", None);
+    // No client at all (upstream kernel): host staging, nothing to rename.
+    let d = decisions("dmabuf-only", 0, Some(ODP), &Env::default());
+    expect(&d, gloo, Route::None, "no module named nv_peer_mem", None);
+}
+
+#[test]
+fn mooncake_takes_the_path_it_was_told_and_fails_without_it() {
+    let m = "Mooncake";
+    // Default (peer memory) with a client loaded: fine, with the caveat.
+    let d = decisions("switch", 0, Some(ODP), &Env::default());
+    expect(&d, m, Route::PeerMemory, "build time", None);
+    // Default on a kernel without the peer-memory interface: every
+    // registration fails; dma-buf works there, so the setting is the way.
+    let d = decisions("dmabuf-only", 0, Some(ODP), &Env::default());
+    expect(
+        &d,
+        m,
+        Route::PeerMemory,
+        "will fail",
+        Some("WITH_NVIDIA_PEERMEM=0 in"),
+    );
+    // Told dma-buf where mlx5 has no on-demand paging: it will fail too.
+    let off = env_with(|e| e.with_nvidia_peermem = Some("false".into()));
+    let d = decisions("switch", 0, Some(NO_ODP), &off);
+    expect(
+        &d,
+        m,
+        Route::DmaBuf,
+        "will fail",
+        Some("unset WITH_NVIDIA_PEERMEM"),
+    );
+    let d = decisions("switch", 0, Some(ODP), &off);
+    expect(&d, m, Route::DmaBuf, "which works here", None);
+}
+
+#[test]
+fn gin_gdaki_sees_only_nvidia_peermem_and_falls_back_to_dma_buf() {
+    let (gdaki, proxy) = ("NCCL GIN (GDAKI)", "NCCL GIN (proxy)");
+    // switch: nv_mem in memory_peers, module peermem_rs. GDAKI ignores both.
+    let d = decisions("switch", 0, Some(ODP), &Env::default());
+    expect(&d, gdaki, Route::DmaBuf, "dma-buf works here", None);
+    let d = decisions("switch", 0, Some(NO_ODP), &Env::default());
+    expect(
+        &d,
+        gdaki,
+        Route::None,
+        "Unable to use GIN",
+        Some("nvidia_peermem"),
+    );
+    expect(
+        &d,
+        gdaki,
+        Route::None,
+        "the loaded client (peermem_rs) goes unseen",
+        Some("nvidia_peermem"),
+    );
+    // The proxy backend accepts the memory_peers file.
+    expect(
+        &d,
+        proxy,
+        Route::PeerMemory,
+        "/sys/kernel/mm/memory_peers/nv_mem/version",
+        None,
+    );
+    // A module named nvidia_peermem is what GDAKI accepts.
+    let d = decisions("peermem-loaded", 0, Some(NO_ODP), &Env::default());
+    expect(
+        &d,
+        gdaki,
+        Route::PeerMemory,
+        "/sys/module/nvidia_peermem/version",
+        None,
+    );
+}
+
+#[test]
+fn gda_and_gpunetio_take_dma_buf_else_the_address_through_a_client() {
+    let (gda, doca) = ("UCX GDA", "DOCA GPUNetIO");
+    let d = decisions("switch", 0, Some(ODP), &Env::default());
+    expect(&d, gda, Route::DmaBuf, "dma-buf works here", None);
+    expect(&d, doca, Route::DmaBuf, "gdrdrv is not loaded", None);
+    let d = decisions("switch", 0, Some(NO_ODP), &Env::default());
+    expect(
+        &d,
+        gda,
+        Route::PeerMemory,
+        "by address, through the loaded client (peermem_rs)",
+        None,
+    );
+    // Upstream kernel without on-demand paging: neither way exists.
+    let d = decisions("dmabuf-only", 0, Some(NO_ODP), &Env::default());
+    expect(&d, doca, Route::None, "cannot be registered", None);
+    // A software device: none of them.
+    let root = fixture("sockets");
+    let mut sys = SysState::gather(&root);
+    sys.kconfig = Some(KernelConfig::new("c", ODP));
+    let soft = sys.rdma.iter().position(|r| r.name == "rxe0").unwrap();
+    let d = decide_on(&root, &sys, soft, &Env::default());
+    for lib in [
+        "NCCL GIN (GDAKI)",
+        "NCCL GIN (proxy)",
+        gda,
+        doca,
+        "PyTorch Gloo",
+        "Mooncake",
+    ] {
+        assert_eq!(route(&d, lib).0, &Route::None, "{lib}: {d:#?}");
+    }
+}

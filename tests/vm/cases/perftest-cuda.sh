@@ -1,0 +1,61 @@
+#!/bin/bash
+# perftest-cuda (issue 34): the mission's own validation, ib_write_bw
+# --use_cuda, on the bench.  perftest, unmodified and built with CUDA
+# (tests/bench/perftest-cuda.sh), drives the bench's soft RDMA device
+# (tests/rxe-peer: rxe whose MRs on memory get_user_pages refuses go to the
+# simulated peer-memory core, as mlx5's do on DOCA-OFED) on GPU memory the
+# simulated NVIDIA driver owns (the libcuda stand-in's nvsim mode): its
+# ibv_reg_mr is served by peermem_rs, and every byte the device moves goes
+# through the bus addresses of peermem_rs's scatterlist into the GPU's
+# BAR.  What landed is checked through the driver's own path (cuMemcpy by
+# VA, at cuMemFree): each GPU buffer is filled with a pattern of its own
+# (server seed 1, client seed 2); the bytes the transfer moved must hold the
+# other side's pattern where perftest puts them (the second half of the
+# server's buffer for WRITE and SEND, the first half of the client's for
+# READ), every other byte its own.  A wrong address, offset, merge or
+# length is wrong bytes there.
+# Host memory on the other side is perftest's, filled at random: there the
+# bytes moved only have to have changed.  In persistent mode (the default):
+# ib_write_bw, ib_read_bw and ib_send_bw with GPU memory on both sides, GPU
+# memory on one side, 4 KiB to PERFTEST_MAX (default 16 MiB), buffers
+# 0x1234 bytes into their allocations; in invalidate mode (the same SG
+# lists) ib_write_bw; peermem_rs's counters grow by perftest's
+# registrations.  Then cudaFree
+# under ib_write_bw's traffic: in invalidate mode the transfer stops with
+# an error perftest reports; in persistent mode it completes.
+. "${vmstage:-/peermem}/vm/lib.sh"
+. "$CASES/module-common.inc"
+skip_on_debug_kernel "the soft RDMA device (the debug kernel has no RDMA core)"
+. "$CASES/perftest-common.inc"
+perftest_prepare || finish
+: "${PERFTEST_MAX:=$((16 * M))}"
+
+check "rxe0 on the soft RDMA device" soft_rdma_up || finish
+for mode in persistent invalidate; do
+  check "providers + peermem_rs mode=$mode" pm_up mode=$mode || finish
+  regs=$(pm_stat registrations) n=0
+  # pt_run ARGS... -- a pt_check, counting the GPU buffers registered.
+  pt_run() { pt_check "$@"; n=$((n + $([ "$4" = gpu ] && echo 1 || echo 0) + $([ "$5" = gpu ] && echo 1 || echo 0))); }
+  if [ $mode = persistent ]; then
+    for tool in ib_write_bw ib_read_bw ib_send_bw; do
+      pt_run "$mode: $tool 1 MiB, GPU on both sides" $tool "$M" gpu gpu 10
+    done
+    # The directions make hwtest measures: into GPU memory from a host
+    # client, and out of it into one.
+    pt_run "$mode: ib_write_bw 64 KiB into GPU memory (host client)" ib_write_bw $((64 << 10)) gpu host 20
+    pt_run "$mode: ib_read_bw 64 KiB out of GPU memory (host client)" ib_read_bw $((64 << 10)) gpu host 20
+    pt_run "$mode: ib_write_bw 4 KiB, GPU on both sides" ib_write_bw 4096 gpu gpu 50
+    pt_run "$mode: ib_read_bw $((PERFTEST_MAX / M)) MiB, GPU on both sides, each buffer 0x1234 bytes into its allocation" \
+      ib_read_bw "$PERFTEST_MAX" gpu gpu 5 -- PEERMEM_CUDA_STANDIN_OFFSET=0x1234
+  else
+    # The same SG lists; what differs is the invalidation.
+    pt_run "$mode: ib_write_bw 1 MiB, GPU on both sides" ib_write_bw "$M" gpu gpu 10
+  fi
+  check "$mode: peermem_rs served perftest's registrations ($(pm_stat registrations) >= $regs + $n)" \
+    test "$(pm_stat registrations)" -ge $((regs + n))
+  free_under_traffic $mode
+  no_leaks
+  check "$mode: unload" pm_down
+done
+check "soft RDMA device down" soft_rdma_down
+finish
