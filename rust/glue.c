@@ -36,7 +36,9 @@ MODULE_PARM_DESC(mode,
 	"auto (default): persistent if the driver has the persistent API, else invalidate; "
 	"persistent: pin with nvidia_p2p_get_pages_persistent, memory outlives cudaFree until deregistration; "
 	"invalidate: pin with a free callback, cudaFree revokes the MR; it cannot fence the puts "
-	"of another user of the NVIDIA P2P API in the same process (gdrdrv, nvidia-fs)");
+	"of another user of the NVIDIA P2P API in the same process (gdrdrv, nvidia-fs), and the "
+	"core never offers it what it registers without invalidation support (QP/CQ/SRQ buffers, "
+	"devx umems: GPU-initiated networking), which then fails or goes to another client");
 
 /*
  * The two providers' entry points, resolved by name by the module loader
