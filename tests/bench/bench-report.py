@@ -112,6 +112,24 @@ def mixed_table(rows):
     return "\n".join(out) if len(out) > 2 else ""
 
 
+def gda_table(rows):
+    out = ["| client | mode | registrations held (processes) | reg p50 ms by live count | "
+           "reg p99 ms by live count | p99 last / first | exit holding N MRs: total ms | per MR ms |", "|" + "---|" * 8]
+    for r in rows:
+        if r.get("kind") != "gda":
+            continue
+        b = r["by_live"]
+        p50 = " / ".join(ms(p(x, "reg_ns")) for x in b)
+        p99 = " / ".join(ms(p(x, "reg_ns", "p99")) for x in b)
+        first, last = p(b[0], "reg_ns", "p99"), p(b[-1], "reg_ns", "p99")
+        out.append("| {} | {} | {} ({}) | {} | {} | {} | {} MRs: {} | {} |".format(
+            r["client"], r["mode"], r["regs"], r["procs"], p50, p99,
+            f"{last / first:.2f}" if first and last else "-",
+            r["exit_regs"], ms(r["exit_ns"]),
+            ms(r["exit_ns"] / r["exit_regs"]) if r["exit_regs"] else "-"))
+    return "\n".join(out) if len(out) > 2 else ""
+
+
 def scale_table(rows):
     out = ["| client | mode | size | registrants | regs/s | reg p50 ms | reg p99 ms | "
            "acquire wait p99 ms | acquire p50 ms |", "|" + "---|" * 9]
@@ -248,6 +266,11 @@ def main():
     if mx:
         print("\nMixed load (registrations alone, then while another process deregisters):\n")
         print(mx)
+    gd = gda_table(rows)
+    if gd:
+        print("\nGPU-initiated networking's shape (small registrations held by several processes, "
+              "filed by how many were live; then one process exits holding many):\n")
+        print(gd)
     print("\nScaling (concurrent registrants: threads of one process, or processes):\n")
     print(scale_table(rows))
     return 0 if rows else 1

@@ -229,7 +229,7 @@ bench_conf() { # bench_conf STAGE_DIR_ON_HOST
   done
   printf 'BENCH_CLIENTS=%q\n' "$out"
   local v
-  for v in BENCH_MODES BENCH_SIZES BENCH_SCALE_SIZES BENCH_SCALE_ITERS BENCH_CONC BENCH_LAT BENCH_MIXED; do
+  for v in BENCH_MODES BENCH_SIZES BENCH_SCALE_SIZES BENCH_SCALE_ITERS BENCH_CONC BENCH_LAT BENCH_MIXED BENCH_GDA; do
     [ -n "${!v+set}" ] && printf '%s=%q\n' "$v" "${!v}"
   done
   return 0

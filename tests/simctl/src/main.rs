@@ -7,6 +7,8 @@
 //! simctl bench LEN [OPTIONS]   registration cost, as JSON (see bench.rs)
 //! simctl bench-mixed LEN ...  a mixed load: registrations beside another
 //!                             process's deregistrations (see mixed.rs)
+//! simctl bench-gda ...        many small long-lived registrations, then an
+//!                             exit holding many (see gda.rs)
 //! ```
 //! Commands (output is "key=value" text, one fact per line):
 //! ```text
@@ -31,6 +33,7 @@ mod cmd;
 mod data;
 mod dev;
 mod fuzz;
+mod gda;
 mod mixed;
 mod num;
 mod proc;
@@ -59,6 +62,8 @@ fn main() -> ExitCode {
         Some("bench-worker") => return exit(bench::worker_main(&args[1..])),
         Some("bench-mixed") => return exit(mixed::main(&args[1..])),
         Some("bench-mixed-peer") => return exit(mixed::peer_main(&args[1..])),
+        Some("bench-gda") => return exit(gda::main(&args[1..])),
+        Some("bench-gda-peer") => return exit(gda::peer_main(&args[1..])),
         Some("stress") => {
             return if stress::main(&args[1..]) {
                 ExitCode::SUCCESS

@@ -20,7 +20,9 @@
 #   invalidate mode), BENCH_SCALE_SIZES, BENCH_SCALE_ITERS (per registrant),
 #   BENCH_CONC, BENCH_LAT (nvidia_p2p_sim latency-model parameters),
 #   BENCH_MIXED ("LEN LEN2 K N": N registrations of LEN alone and while another
-#   process deregisters K registrations of LEN2; empty: no mixed load)
+#   process deregisters K registrations of LEN2; empty: no mixed load),
+#   BENCH_GDA ("P N M": N small registrations held by P processes, then one
+#   process exits holding M, as GPU-initiated networking does; empty: none)
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 
@@ -32,6 +34,7 @@
 : "${BENCH_SCALE_ITERS:=6}"
 : "${BENCH_CONC:=1 2 4 8}"
 : "${BENCH_MIXED=2M 1G 16 40}"
+: "${BENCH_GDA=4 10000 10000}"
 : "${BENCH_LAT:=lat_pin_call_us=50 lat_pin_page_ns=1000 lat_unpin_page_ns=250 lat_map_page_ns=250 lat_unmap_page_ns=100}"
 
 # The module name insmod gives a .ko file.
@@ -75,6 +78,15 @@ for spec in "${clients[@]}"; do
         echo "BENCHJSON {\"client\": \"$label\", \"mode\": \"$mode\", \"kind\": \"mixed\", ${out#\{}"
       else
         bad "$label $mode: simctl bench-mixed: $(tail -3 <<< "$out")"
+      fi
+    fi
+    # GPU-initiated networking's shape (BENCH_GDA="P N M"; empty: none).
+    if [ -n "$BENCH_GDA" ]; then
+      read -r gp gn gm <<< "$BENCH_GDA"
+      if out=$("$SIMCTL" bench-gda --procs "$gp" --regs "$gn" --exit-regs "$gm" --label "$label" 2>&1); then
+        echo "BENCHJSON {\"client\": \"$label\", \"mode\": \"$mode\", \"kind\": \"gda\", ${out#\{}"
+      else
+        bad "$label $mode: simctl bench-gda: $(tail -3 <<< "$out")"
       fi
     fi
     for size in $BENCH_SCALE_SIZES; do
