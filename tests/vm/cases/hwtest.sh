@@ -88,7 +88,10 @@ check "rxe0 on the soft RDMA device" soft_rdma_up || finish
 mapfile -t LOADED < <(loaded_files)
 check "ib_uverbs among the loaded modules of the tree (${#LOADED[@]})" grep -q '/ib_uverbs\.ko' <<< "${LOADED[*]}" || finish
 check "the kernel's module tree, writable (overlay)" mods_writable || finish
-hw_down > /dev/null 2>&1
+# Whatever way the case ends, the next case's modprobe sees the tree as it
+# was (its index here holds only the loaded modules).
+trap 'mountpoint -q "/lib/modules/$K" && umount "/lib/modules/$K"' EXIT
+pm_down > /dev/null 2>&1; hw_down > /dev/null 2>&1
 
 # 1. peermem-rs.
 check "modprobe nvidia_peermem finds peermem-rs (updates/, depmod)" install_client "$MODS/nvidia_peermem.ko" || finish
@@ -142,5 +145,6 @@ no_leaks
 check "no client: unloaded" hw_down
 
 check "the module tree as it was (overlay unmounted)" umount "/lib/modules/$K"
+trap - EXIT
 check "soft RDMA device down" soft_rdma_down
 finish
