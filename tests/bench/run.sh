@@ -442,7 +442,8 @@ suite_cases() {
 # cases_for KVER: the cases KVER's boot runs (CASES= as given, on every kernel).
 cases_for() {
   if [ -n "${CASES_GIVEN:-}" ] || [ "$mode" != test ]; then echo "$CASES"
-  elif [ "$1" = "${PERFTEST_BOOT:-}" ]; then suite_cases "$1" | sed -E 's/(^|,)perftest-cuda(,|$)/\1/; s/,$//'
+  elif [ "$1" = "${PERFTEST_BOOT:-}" ]; then
+    suite_cases "$1" | tr , '\n' | { grep -vxE "${PERFTEST_SUITE_CASES//,/|}" || true; } | paste -sd,
   else suite_cases "$1"; fi
 }
 if [ -z "${CASES:-}" ]; then
@@ -453,7 +454,7 @@ fi
 # nvpm_for KVER -- this kernel's build needs NVIDIA's nvidia-peermem: its
 # control boot runs there, or a case of it.
 nvpm_for() {
-  [ "$NVPM_CONTROL" = all ] || [ "$NVPM_CONTROL" = "$1" ] || [[ ,$CASES, == *,nvpm-* ]] ||
+  [ "$NVPM_CONTROL" = all ] || [ "$NVPM_CONTROL" = "$1" ] || [[ ,$CASES, =~ ,(nvpm-|hwtest,) ]] ||
     { [ "$mode" = bench ] && [[ ${BENCH_CLIENTS:-$BENCH_DEFAULT_CLIENTS} == *nvidia/nvidia-peermem.ko* ]]; }
 }
 
@@ -484,10 +485,14 @@ plants_for() {
 }
 
 # perftest with CUDA (tests/bench/perftest-cuda.sh: cached, then staged) for
-# a VM whose cases run it (perftest-cuda, nvpm-perftest, demo), before it
-# boots.  make test's perftest boot builds it in the background lane
-# instead (perftest_boot), where no foreground case needs it.
-runs_perftest() { [[ ",$1," =~ ,(perftest-cuda|demo|nvpm-perftest), ]]; }
+# a VM whose cases run it (perftest-cuda, hwtest, nvpm-perftest, demo),
+# before it boots.  make test's perftest boot builds it in the background
+# lane instead (perftest_boot), where no foreground case needs it.
+runs_perftest() { [[ ",$1," =~ ,(perftest-cuda|hwtest|demo|nvpm-perftest), ]]; }
+# The perftest boot's cases: those of tests/vm/suite.list (taken out of
+# that kernel's own boot by cases_for), then NVIDIA's control.
+PERFTEST_SUITE_CASES=perftest-cuda,hwtest
+PERFTEST_BOOT_CASES=$PERFTEST_SUITE_CASES,nvpm-perftest
 PERFTEST_DONE=
 perftest_ready() {
   runs_perftest "$CASES" && [ -z "$PERFTEST_DONE" ] || return 0
@@ -495,7 +500,8 @@ perftest_ready() {
   timed "perftest cuda" bash "$BENCH/perftest-cuda.sh" || record fail "perftest-cuda build"
 }
 
-# make test: the perftest boot, perftest-cuda and NVIDIA's nvpm-perftest
+# make test: the perftest boot, perftest-cuda, hwtest (make hwtest's
+# validate.sh for real on the soft RDMA device) and NVIDIA's nvpm-perftest
 # (perftest through its nvidia-peermem, which must pass) on the newest
 # Debian kernel (PERFTEST_BOOT), runs in the background lane after the
 # controls' boot, off the foreground's path: perftest built (the lane built
@@ -513,11 +519,11 @@ perftest_boot() {
   [ "$(cat "$RESULTS/built-$k" 2>/dev/null)" = ok ] || return 0
   mkdir -p "$RESULTS/perftest"
   VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" RESULTS=$RESULTS/perftest \
-    timed "perftest boot $k" bash "$BENCH/vm.sh" "$k" perftest-cuda,nvpm-perftest > "$RESULTS/perftest/vm-$k.out" 2>&1 || true
+    timed "perftest boot $k" bash "$BENCH/vm.sh" "$k" "$PERFTEST_BOOT_CASES" > "$RESULTS/perftest/vm-$k.out" 2>&1 || true
 }
 collect_perftest_boot() {
   local k=$PERFTEST_BOOT
-  echo; echo "== kernel $k: the perftest boot (perftest-cuda, nvpm-perftest; in the background lane)"
+  echo; echo "== kernel $k: the perftest boot (${PERFTEST_BOOT_CASES//,/, }; in the background lane)"
   if [ -f "$RESULTS/perftest.failed" ]; then
     tail -n 20 "$RESULTS/perftest.out"
     echo "FAIL - the perftest boot did not run: building perftest with CUDA failed"; record fail "perftest-cuda build"; return

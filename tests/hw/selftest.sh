@@ -50,7 +50,8 @@ else
   echo 'NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0'
 fi"
 stub ibv_devinfo 'echo "hca_id: $2"'
-stub peermem-probe 'exit 0'
+# peermem-probe: exits with $ST/probe.<command> (default 0).
+stub peermem-probe "exit \$(cat $ST/probe.\$1 2> /dev/null || echo 0)"
 VERSION=$(cat "$(dirname "$V")/../../VERSION")
 stub modprobe "[ \"\$1\" = nvidia_peermem ] || exit 0
 kind=\$(cat $ST/kind); d=$T/sys/module/nvidia_peermem; mkdir -p \$d/parameters; echo $VERSION > \$d/version
@@ -264,6 +265,37 @@ expect "perftest not installed, --hca given: exit 1 (got $rc)" test $rc = 1
 expect "... FAIL names it as not installed" grep -q 'FAIL: missing: ib_write_bw (not on PATH)' <<< "$out"
 expect "... the run stops after the prerequisites" bash -c '! grep -q "^== 2\." <<< "$1"' _ "$out"
 expect "... and never says it has no CUDA support" bash -c '! grep -q "no CUDA support" <<< "$1"' _ "$out"
+
+# 16. What the bench's VM run found (issue 34): a host without nvidia-smi
+#     passes without --nccl (CUDA reaches the GPU); an --hca that does not
+#     exist is a missing prerequisite; --iters is perftest's -n; check's
+#     exit is a FAIL, doctor's a WARN.
+mkdir -p "$T/nosmi"
+for f in "$B"/*; do [ "${f##*/}" = nvidia-smi ] || ln -sf "$f" "$T/nosmi/"; done
+setup ours yes 100 95 100 95
+out=$(PATH=$T/nosmi:$PATH PEERMEM_SYSFS=$T/sys bash "$V" --sizes 65536 --iters 7 2>&1); rc=$?
+if command -v nvidia-smi > /dev/null; then ok "no nvidia-smi: skipped (this host has one)"; else
+  expect "no nvidia-smi, no --nccl: exit 0 (got $rc)" test $rc = 0 || echo "$out" | tail -20
+  expect "... says the GPU is reached through CUDA" grep -q '^# nvidia-smi is not installed' <<< "$out"
+fi
+expect "--iters 7: every perftest run gets -n 7" \
+  test "$(grep -cE '^ib_(write|read)_bw .* -n 7( |$)' "$ST/calls")" = "$(grep -E '^ib_(write|read)_bw ' "$ST/calls" | grep -cv -- --help)"
+expect "... and there were runs" grep -qE '^ib_write_bw ' "$ST/calls"
+expect "probe check exit 0: PASS" grep -q '^validate: PASS: peermem-probe check: GPUDirect RDMA works on mlx5_0, GPU 0' <<< "$out"
+setup ours yes 100 95 100 95; echo 1 > "$ST/probe.check"; echo 3 > "$ST/probe.doctor"
+out=$(val --sizes 65536); rc=$?
+expect "probe check exit 1: exit 1 (got $rc)" test $rc = 1
+expect "... FAIL names it" grep -q '^validate: FAIL: peermem-probe check exited 1: GPUDirect RDMA does not work on mlx5_0' <<< "$out"
+expect "doctor exit 3: a WARN" grep -q '^validate: WARN: peermem-probe doctor could not assess part of this host (exit 3)' <<< "$out"
+setup ours yes 100 95 100 95
+out=$(val --hca mlx5_9 --sizes 65536); rc=$?
+expect "--hca mlx5_9 (not there): exit 1 (got $rc)" test $rc = 1
+expect "... a missing prerequisite naming the devices there" grep -q '^validate: FAIL: missing: the RDMA device --hca mlx5_9 (/sys/class/infiniband has mlx5_0 )' <<< "$out"
+expect "... the run stops after the prerequisites" bash -c '! grep -q "^== 2\." <<< "$1"' _ "$out"
+setup ours yes 100 95 100 95; rm -rf "$T/sys/module/nvidia"
+out=$(val --sizes 65536); rc=$?
+expect "no NVIDIA driver: exit 1 (got $rc)" test $rc = 1
+expect "... names the P2P API" grep -q '^validate: FAIL: missing: the NVIDIA driver loaded (/sys/module/nvidia; or a module exporting nvidia_p2p_get_pages' <<< "$out"
 
 echo "hw selftest: $npass passed, $nfail failed"
 [ $nfail = 0 ]

@@ -5,7 +5,7 @@
 #
 #   validate.sh [--dry-run] [--gpu N] [--hca mlx5_0] [--sizes "65536 1048576 8388608"]
 #               [--peer HOST | --serve] [--port P] [--wait SECONDS] [--min-ratio 0.90]
-#               [--perftest DIR] [--nccl]
+#               [--iters N] [--perftest DIR] [--nccl]
 #
 # The plan and the pass criteria are printed first (README, "On the real
 # hardware"); --dry-run prints them and every command, and runs none.
@@ -28,11 +28,15 @@
 # host memory and the local client holds the GPU buffer: start
 # `make hwtest ARGS="--serve ..."` there (same --sizes/--port); each client
 # run retries until its server is up (--wait seconds, default 120 with
-# --peer, 30 without). --dry-run also lists the prerequisites this host lacks.
+# --peer, 30 without). --iters N: messages per bandwidth run (perftest -n;
+# default perftest's own). --dry-run also lists the prerequisites this host
+# lacks. The GPU is reached through CUDA (libcuda, as perftest and
+# peermem-probe use it); nvidia-smi is needed only for --nccl, and the
+# driver is any module exporting NVIDIA's P2P API (nvidia_p2p_get_pages).
 set -euo pipefail
 
 DRY=no GPU=0 HCA='' PEER='' SERVE=no NCCL=no PORT=18515 WAIT='' MIN_RATIO=0.90
-SIZES="65536 1048576 8388608" PERFTEST=''
+SIZES="65536 1048576 8388608" PERFTEST='' ITERS=''
 need() { if [ $# -lt 2 ] || [ -z "$2" ]; then echo "validate: $1 needs a value (see --help)" >&2; exit 2; fi; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -47,8 +51,9 @@ while [ $# -gt 0 ]; do
     --wait) need "$@"; WAIT=$2; shift 2;;
     --min-ratio) need "$@"; MIN_RATIO=$2; shift 2;;
     --perftest) need "$@"; PERFTEST=$2; shift 2;;
+    --iters) need "$@"; ITERS=$2; shift 2;;
     --nccl) NCCL=yes; shift;;
-    -h|--help) sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+    -h|--help) sed -n '3,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
     *) echo "validate: unknown option $1 (see --help)" >&2; exit 2;;
   esac
 done
@@ -56,6 +61,7 @@ bad_arg() { echo "validate: $*" >&2; exit 2; }
 [[ $GPU =~ ^[0-9]+$ ]] || bad_arg "--gpu '$GPU': a CUDA device ordinal, 0 or more"
 if ! [[ $PORT =~ ^[0-9]+$ ]] || [ "$PORT" -lt 1 ] || [ "$PORT" -gt 65535 ]; then bad_arg "--port '$PORT': 1-65535"; fi
 [ -z "$WAIT" ] || [[ $WAIT =~ ^[0-9]+$ ]] || bad_arg "--wait '$WAIT': whole seconds"
+[ -z "$ITERS" ] || [[ $ITERS =~ ^[1-9][0-9]*$ ]] || bad_arg "--iters '$ITERS': a number of messages, 1 or more"
 [ -n "$WAIT" ] || { WAIT=30; [ -n "$PEER" ] && WAIT=120; }
 [[ $MIN_RATIO =~ ^(0(\.[0-9]+)?|1(\.0+)?)$ ]] || bad_arg "--min-ratio '$MIN_RATIO': a fraction from 0 to 1, e.g. 0.90"
 for s in $SIZES; do if ! [[ $s =~ ^[0-9]+$ ]] || [ "$s" -eq 0 ]; then bad_arg "--sizes: '$s' is not a byte count"; fi; done
@@ -112,6 +118,7 @@ runs() {
 dir_label() { case $1 in into) echo "into GPU";; outof) echo "out of GPU";; esac; }
 args_of() { # args_of MEM SIZE -- perftest arguments of one run
   local a=(-d "$HCA" -s "$2" -p "$PORT" -F --report_gbits)
+  [ -z "$ITERS" ] || a+=(-n "$ITERS")
   [ "$1" = gpu ] && a+=(--use_cuda="$GPU")
   echo "${a[*]}"
 }
@@ -137,11 +144,11 @@ if [ $SERVE = yes ]; then
   echo "  serve the bandwidth runs of a peer's \`make hwtest ARGS=\"--peer $(uname -n) ...\"\`, in its order:"
   runs | sed 's/^/    /'
 else
-  echo "  1. prerequisites: nvidia-smi, ibv_devinfo, ${PT}ib_write_bw, ${PT}ib_read_bw, peermem-probe, modprobe, modinfo, debugfs"
+  echo "  1. prerequisites: the NVIDIA driver's P2P API, ibv_devinfo, ${PT}ib_write_bw, ${PT}ib_read_bw, peermem-probe, modprobe, modinfo, debugfs$( [ $NCCL = yes ] && echo ", nvidia-smi, all_reduce_perf")"
   echo "  2. identity: modprobe nvidia_peermem must load peermem-rs, not NVIDIA's module of the same name"
   echo "  3. perftest has CUDA: ${PT}ib_write_bw --help lists --use_cuda"
-  echo "  4. peermem-probe doctor, peermem-probe check -d $HCA -g $GPU"
-  echo "  5. bandwidth on $HCA, GPU $GPU, $( [ -n "$PEER" ] && echo "servers on $PEER in host memory (run there: make hwtest ARGS=\"--serve --hca <its HCA> --sizes '$SIZES' --port $PORT\")" || echo "loopback through $HCA"),"
+  echo "  4. peermem-probe doctor, peermem-probe check -d ${HCA:-<HCA>} -g $GPU"
+  echo "  5. bandwidth on ${HCA:-<no RDMA device found>}, GPU $GPU, $( [ -n "$PEER" ] && echo "servers on $PEER in host memory (run there: make hwtest ARGS=\"--serve --hca <its HCA> --sizes '$SIZES' --port $PORT\")" || echo "loopback through ${HCA:-it}"),"
   echo "     OP CLIENT-MEMORY SERVER-MEMORY SIZE (only the GPU side gets --use_cuda=$GPU):"
   runs | sed 's/^/     /'
   [ $NCCL = yes ] && echo "  6. NCCL all_reduce_perf with NCCL_DEBUG=INFO" || echo "  6. NCCL: not run (--nccl)"
@@ -151,6 +158,7 @@ else
   echo "            this checkout's $VERSION (else WARN); the loaded module's /sys/module/nvidia_peermem/srcversion"
   echo "            is the file's (modinfo -F srcversion) and its parameters/{mode,peer_client_name} exist"
   echo "  perftest  ${PT}ib_write_bw --help mentions --use_cuda"
+  echo "  probe     peermem-probe check exits 0 (GPUDirect RDMA works; doctor's findings are reported, a WARN)"
   echo "  counters  /sys/kernel/debug/nvidia_peermem/stats read before and after each GPU run: 'registrations'"
   echo "            grew (the GPU buffer was registered through peermem-rs, not dma-buf or another client)"
   echo "            and 'live_registrations' came back (each registration released)"
@@ -251,21 +259,32 @@ fi
 
 # ---------------------------------------------------------------------------
 step "1. prerequisites"
+# p2p_api -- NVIDIA's P2P API is there: nvidia.ko (proprietary or open) is
+# loaded, or another module exports the API (what peermem-rs binds to).
+p2p_api() {
+  [ -d "$SYS/module/nvidia" ] || grep -qw nvidia_p2p_get_pages /proc/kallsyms 2> /dev/null
+}
+TOOLS="ibv_devinfo ${PT}ib_write_bw ${PT}ib_read_bw peermem-probe modprobe modinfo"
+[ $NCCL = no ] || TOOLS="$TOOLS nvidia-smi"
 # lacks -- what this host lacks for the run, one line each (lookups only:
 # nothing is run, so the dry run can say it too).
 lacks() {
   local t
-  for t in nvidia-smi ibv_devinfo "${PT}ib_write_bw" "${PT}ib_read_bw" peermem-probe modprobe modinfo; do
+  for t in $TOOLS; do
     command -v "$t" > /dev/null || echo "$t (not on PATH)"
   done
   [ $NCCL = no ] || command -v all_reduce_perf > /dev/null || echo "all_reduce_perf (nccl-tests, for --nccl)"
   [ "$(id -u)" = 0 ] || echo "root (modprobe, rmmod, the debugfs counters)"
-  [ -n "$(find "$SYS/class/infiniband" -mindepth 1 -maxdepth 1 2> /dev/null)" ] || echo "an RDMA device (/sys/class/infiniband is empty)"
-  [ -d "$SYS/module/nvidia" ] || echo "the NVIDIA driver loaded (/sys/module/nvidia)"
+  if [ -z "$(find "$SYS/class/infiniband" -mindepth 1 -maxdepth 1 2> /dev/null)" ]; then
+    echo "an RDMA device (/sys/class/infiniband is empty)"
+  elif [ $DRY = no ] && [ ! -e "$SYS/class/infiniband/$HCA" ]; then
+    echo "the RDMA device --hca $HCA (/sys/class/infiniband has $(find "$SYS/class/infiniband" -mindepth 1 -maxdepth 1 -printf '%f ' 2> /dev/null))"
+  fi
+  p2p_api || echo "the NVIDIA driver loaded (/sys/module/nvidia; or a module exporting nvidia_p2p_get_pages: modprobe nvidia)"
   [ -d "$SYS/kernel/debug/tracing" ] || [ -d "$SYS/kernel/debug/nvidia_peermem" ] ||
     echo "debugfs mounted at /sys/kernel/debug (the run mounts it: mount -t debugfs none /sys/kernel/debug)"
 }
-for t in nvidia-smi ibv_devinfo "${PT}ib_write_bw" "${PT}ib_read_bw" peermem-probe modprobe modinfo; do echo "+ command -v $t"; done
+for t in $TOOLS; do echo "+ command -v $t"; done
 missing=$(lacks)
 if [ $DRY = yes ]; then
   if [ -n "$missing" ]; then note "this host lacks:"; while IFS= read -r l; do echo "#   - $l"; done <<< "$missing"
@@ -273,7 +292,8 @@ if [ $DRY = yes ]; then
 else
   while read -r m; do [ -z "$m" ] || case $m in debugfs*) ;; *) fail "missing: $m";; esac; done <<< "$missing"
 fi
-run nvidia-smi -L || true
+if command -v nvidia-smi > /dev/null || [ $DRY = yes ]; then run nvidia-smi -L || true
+else note "nvidia-smi is not installed: the GPU is reached through CUDA (step 4 lists it)"; fi
 # Nothing after this step can mean anything without them (no RDMA device
 # means no HCA to run on; a perftest that is not installed would read as
 # one without CUDA): stop here.
@@ -311,7 +331,8 @@ elif [ -d "$M" ] && [ ! -e "$P/peer_client_name" ]; then
   note "an nvidia_peermem that is not peermem-rs is loaded: unloading it (rmmod nvidia_peermem)"
   run rmmod nvidia_peermem || true
 fi
-run modprobe nvidia || true
+if [ $DRY = yes ]; then echo "+ modprobe nvidia   # only if NVIDIA's P2P API is not there"
+elif ! p2p_api; then run modprobe nvidia || true; fi
 run modprobe ib_uverbs || true
 run modprobe nvidia_peermem || true
 echo "+ test -e /sys/module/nvidia_peermem/parameters/mode -a -e /sys/module/nvidia_peermem/parameters/peer_client_name   # only peermem-rs has both"
@@ -346,7 +367,10 @@ fi
 step "3. perftest with CUDA"
 echo "+ ${PT}ib_write_bw --help | grep -- --use_cuda"
 if [ $DRY = no ]; then
-  if "${PT}ib_write_bw" --help 2>&1 | grep -q -- '--use_cuda'; then
+  # (Not `--help | grep -q`: grep leaves at the match, perftest's next
+  # write gets SIGPIPE, and pipefail fails the test.)
+  help=$("${PT}ib_write_bw" --help 2>&1 || true)
+  if grep -q -- '--use_cuda' <<< "$help"; then
     pass "${PT}ib_write_bw has --use_cuda"
   else
     fail "${PT}ib_write_bw has no CUDA support (distribution packages are built without it: --use_cuda gives 'Unsupported memory type'); build one:"
@@ -360,8 +384,23 @@ else
 fi
 
 step "4. peermem-probe"
-run peermem-probe doctor || true
-run peermem-probe check -d "$HCA" -g "$GPU" || true
+# doctor's findings are advice (exit 1: a problem found, 3: something it
+# could not assess); check runs GPU memory through the HCA: it must work.
+echo "+ peermem-probe doctor"
+if [ $DRY = no ]; then
+  rc=0; peermem-probe doctor || rc=$?
+  case $rc in
+    0) ;;
+    3) warn "peermem-probe doctor could not assess part of this host (exit 3): see its report above";;
+    *) warn "peermem-probe doctor found problems (exit $rc): see its report above";;
+  esac
+fi
+echo "+ peermem-probe check -d $HCA -g $GPU"
+if [ $DRY = no ]; then
+  rc=0; peermem-probe check -d "$HCA" -g "$GPU" || rc=$?
+  if [ $rc = 0 ]; then pass "peermem-probe check: GPUDirect RDMA works on $HCA, GPU $GPU"
+  else fail "peermem-probe check exited $rc: GPUDirect RDMA does not work on $HCA, GPU $GPU (its verdict and causes above)"; fi
+fi
 
 step "5. bandwidth (HCA $HCA, GPU $GPU$( [ -n "$PEER" ] && echo ", servers on $PEER"))"
 declare -A BW VIA
