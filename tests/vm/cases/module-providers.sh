@@ -10,6 +10,7 @@
 # 25.10) it loads beside nv_peer_mem or another peermem-rs build in either
 # order, and the client registered first serves -- packaging keeps them
 # apart (Conflicts, modprobe.d) and peermem-probe doctor reports them.
+# shellcheck disable=SC2016 # simctl's own variables (sim_run)
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
 
@@ -125,7 +126,7 @@ log_mark comp
 check "peermem_rs after nv_peer_mem: loads (the core accepts a second nv_mem)" insmod "$KO"
 check "... the core has both clients" test "$(core_get clients)" = 2
 check "... the module refused nothing and named no other module" \
-  bash -c "! grep -qE 'peermem_rs: the loaded module|exports duplicate symbol' <(log_since comp)"
+  no_log_line 'peermem_rs: the loaded module|exports duplicate symbol' comp
 check "... GPU memory goes to nv_peer_mem (registered first)" \
   sim_run 'A=gpu alloc 1M; H=core reg $A 1M; core dereg $H'
 check "... (peermem_rs registrations: 0)" test "$(pm_stat registrations)" = 0
@@ -149,7 +150,7 @@ if [ -f "$MODS/nvidia_peermem.ko" ]; then
   log_mark twins
   check "peermem_rs, then nvidia_peermem (ours under its other name): both load" \
     bash -c "insmod $KO && insmod $MODS/nvidia_peermem.ko"
-  check "... no duplicate export refused either" bash -c "! grep -q 'exports duplicate symbol' <(log_since twins)"
+  check "... no duplicate export refused either" no_log_line 'exports duplicate symbol' twins
   check "... GPU memory is served by peermem_rs (registered first)" \
     sim_run 'A=gpu alloc 1M; H=core reg $A 1M; core dma-check $H; core dereg $H'
   check "... (peermem_rs registrations: 1)" test "$(pm_stat registrations)" = 1
