@@ -8,7 +8,7 @@ use kernel::prelude::*;
 use crate::client::{ClientTable, DebugFs};
 use crate::glue::{self, DeferQueue};
 use crate::nvidia::{Missing, NvidiaP2p};
-use crate::peer_core::{competing_module, ClientRegistration, PeerCore, Refused};
+use crate::peer_core::{ClientRegistration, PeerCore, Refused};
 use crate::peer_mr::{Client, Mode};
 use crate::stats::STATS;
 
@@ -35,25 +35,9 @@ fn requested_mode() -> Result<Option<Mode>> {
 }
 
 impl kernel::Module for PeermemRs {
-    fn init(module: &'static ThisModule) -> Result<Self> {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
         let requested = requested_mode()?;
         let name = glue::param_client_name();
-        // The core asks its clients in registration order, whatever their
-        // names (peer-memory-core.md): a competitor already loaded would
-        // serve every GPU range and we none, under any name of ours.  A
-        // core with /sys/kernel/mm/memory_peers refuses a second client of
-        // a name (below); DOCA-OFED 25.10's accepts it.  Refuse either way,
-        // and never suggest another name: it would load and serve nothing.
-        if let Some(other) = competing_module(module) {
-            let other = other.to_str().unwrap_or("?");
-            pr_err!(
-                "the loaded module {other} (nvidia-peermem, nv_peer_mem or another \
-                 peermem-rs) is a peer-memory client: the RDMA core asks clients in \
-                 registration order, whatever their names, so it would serve every GPU \
-                 registration and this one none: unload it first (rmmod {other})\n"
-            );
-            return Err(EBUSY);
-        }
         let Some(core) = PeerCore::find() else {
             pr_err!(
                 "no peer-memory support (ib_register_peer_memory_client not found): \

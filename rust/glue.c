@@ -289,19 +289,6 @@ void peermem_wq_destroy(struct workqueue_struct *wq)
 	destroy_workqueue(wq);
 }
 
-/*
- * One peermem-rs build per kernel: every build (peermem_rs, nvidia_peermem)
- * exports this symbol, so the module loader refuses the second of two
- * builds itself -- under module_mutex, when the first is loading or loaded
- * -- with "<second>: exports duplicate symbol peermem_rs_one_per_kernel
- * (owned by <first>)" and ENOEXEC, before its init runs.  The check in
- * init (rust/peer_core.rs, competing_module) cannot do that for two builds
- * loading at the same moment: each may see the other's module and both
- * refuse.  Nothing imports the symbol.
- */
-const int peermem_rs_one_per_kernel = 1;
-EXPORT_SYMBOL_GPL(peermem_rs_one_per_kernel);
-
 u64 peermem_now_ns(void)
 {
 	return ktime_get_ns();

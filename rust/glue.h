@@ -77,10 +77,6 @@ struct workqueue_struct;
 struct workqueue_struct *peermem_wq_alloc(void);
 void peermem_wq_destroy(struct workqueue_struct *wq);
 
-/* Exported by every peermem-rs build: the loader refuses a second one
- * (rust/glue.c). */
-extern const int peermem_rs_one_per_kernel;
-
 /* Whether a log line a user can trigger may be printed now (a rate limit
  * shared by all of them). */
 bool peermem_user_log_allowed(void);

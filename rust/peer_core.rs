@@ -3,15 +3,14 @@
 //! The RDMA core's peer-memory interface (ib_uverbs on MOFED/DOCA-OFED and
 //! NVIDIA kernels, ib_core on old MOFED), found by name at load time:
 //! registering our client table ([`ClientRegistration`]), asking the core
-//! to fence DMA on a registration ([`Invalidator`]), and finding a competing
-//! client's module ([`competing_module`]) on cores that accept a second
-//! client of the same name.
+//! to fence DMA on a registration ([`Invalidator`]).  Other peer-memory
+//! clients are not looked for: which one a host loads is the packaging's
+//! business (Conflicts, modprobe.d) and `peermem-probe doctor` reports them.
 
 use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 
 use kernel::prelude::*;
-use kernel::ThisModule;
 
 use crate::bindings::{glue, invalidate_peer_memory, peer_memory_client, peer_memory_client_ex};
 
@@ -162,64 +161,4 @@ impl Invalidator {
         // SAFETY: by the type invariant `f` and `handle` are valid.
         kernel::error::to_result(unsafe { (self.f)(self.handle.as_ptr(), core_context) })
     }
-}
-
-/// The modules that register a peer-memory client of their own: NVIDIA's
-/// nvidia-peermem, the older nv_peer_mem, and this project under either of
-/// its names (Kbuild `PEERMEM_NAME`).  Any of them loaded before us serves
-/// every GPU range, whatever the client names: the core asks its clients in
-/// registration order.  Two builds of this project never get this far
-/// side by side: each exports `peermem_rs_one_per_kernel` (rust/glue.c),
-/// and the module loader refuses the second before its init runs, even
-/// when both load at the same moment -- where this check, run by each in
-/// its own init, could see the other and both refuse.  Their names stay
-/// listed for builds that predate the export.
-const COMPETITORS: [&CStr; 3] = [c"nvidia_peermem", c"nv_peer_mem", c"peermem_rs"];
-
-/// The name of a loaded module, other than `this`, that registers a
-/// peer-memory client for GPU memory, if any.
-///
-/// A core with `/sys/kernel/mm/memory_peers` refuses only a second client
-/// of the same name, and DOCA-OFED 25.10's checks no name at all: in both,
-/// a client registered after a competitor is never asked for GPU memory,
-/// and the core never says so.  The module names are the one stable trace
-/// such a client leaves: they are the kobjects of `module_kset`
-/// (`/sys/module/<name>`), which the module loader creates before a
-/// module's init runs and removes only after its exit returned -- so a
-/// competitor counts from before it registers until after it unregistered.
-/// Looked up with `kset_find_obj` in the kset of our own module's kobject
-/// (`module_kset` itself is not exported): no filesystem path, no
-/// module_mutex (not exported), no symbol of theirs (they export none).
-pub(crate) fn competing_module(this: &'static ThisModule) -> Option<&'static CStr> {
-    let m = this.as_ptr();
-    // The loader set `mkobj.kobj.kset` to `module_kset` (mod_sysfs_init)
-    // and filled `name` before calling our init, and changes neither until
-    // after our exit.
-    // SAFETY: `m` is THIS_MODULE, valid while loaded; `name` is
-    // NUL-terminated within MODULE_NAME_LEN (see above).
-    let (kset, own) = unsafe {
-        (
-            (*m).mkobj.kobj.kset,
-            CStr::from_char_ptr((*m).name.as_ptr()),
-        )
-    };
-    if kset.is_null() {
-        return None;
-    }
-    COMPETITORS.into_iter().find(|&name| {
-        if name == own {
-            return false;
-        }
-        // kset_find_obj takes the kset's list lock and returns a counted
-        // reference or NULL.
-        // SAFETY: `kset` is `module_kset` (above), which lives as long as
-        // the kernel; `name` is NUL-terminated.
-        let k = unsafe { kernel::bindings::kset_find_obj(kset, name.as_char_ptr()) };
-        if k.is_null() {
-            return false;
-        }
-        // SAFETY: drops the reference kset_find_obj took, once.
-        unsafe { kernel::bindings::kobject_put(k) };
-        true
-    })
 }

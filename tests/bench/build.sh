@@ -4,8 +4,7 @@
 #   1. peermem_rs.ko (the product: the top-level Kbuild), and the same
 #      module under its detected identity, nvidia_peermem.ko
 #      (PEERMEM_NAME=nvidia_peermem, from a copy of the tree so that both
-#      builds stay incremental), and standin/nvidia_peermem.ko, a stand-in
-#      for NVIDIA's module (below);
+#      builds stay incremental);
 #   2. every test module tree tests/<dir>/ that has a Kbuild (simulators,
 #      test clients, negative controls), in name order, each seeing the
 #      symbols exported by the trees built before it;
@@ -63,19 +62,6 @@ product_copy() {
 }
 IDSRC=$STAGE/src/$KVER-nvidia_peermem
 product_copy "$IDSRC"
-# A stand-in for NVIDIA's nvidia_peermem (module-providers): ours under that
-# name without the export every peermem-rs build makes (rust/glue.c
-# peermem_rs_one_per_kernel), so that the module loader lets it load beside
-# peermem_rs and the competitor check in init is what refuses; into
-# <out>/standin/.  A bench build: the product has no such knob.
-STANDIN=$STAGE/src/$KVER-standin
-product_copy "$STANDIN"
-sed -i '/^EXPORT_SYMBOL_GPL(peermem_rs_one_per_kernel);$/d' "$ROOT$STANDIN/rust/glue.c"
-if grep -q 'EXPORT_SYMBOL.*(peermem_rs_one_per_kernel)' "$ROOT$STANDIN/rust/glue.c"; then
-  echo "BUILD-FAIL $KVER nvidia_peermem (stand-in): the export of peermem_rs_one_per_kernel is not where tests/bench/build.sh removes it"; exit 1
-fi
-mkdir -p "$ROOT$OUT/standin"; rm -f "$ROOT$OUT/standin"/*.ko
-
 # The negative controls (PEERMEM_PLANTS="leak_sg ...", set by run.sh only
 # when a plant-* case runs): the module with that bug planted,
 # peermem_plant_<bug>.ko, each from a copy of its own with
@@ -115,7 +101,7 @@ if grep -qx CONFIG_MODVERSIONS=y "$ROOT$KDIR/.config"; then
 fi
 
 # The simulators first where the product is built against their symvers.
-dirs="$SRC $IDSRC $STANDIN$plant_dirs"
+dirs="$SRC $IDSRC$plant_dirs"
 [ -n "$modversions" ] && dirs="$SRC/tests/sim $dirs$variant_dirs"
 for kb in "$ROOT$SRC"/tests/*/Kbuild; do
   t=${kb%/Kbuild}; t=${t#"$ROOT"}
@@ -132,9 +118,8 @@ for d in $dirs; do
   # (PEERMEM_SYMVERS), as on a host: none in the weak fallback.
   case $d in "$SRC"|"$IDSRC"|"$SRC"-*) kes=;; esac
   [ "$d" = "$IDSRC" ] && { name=nvidia_peermem; extra=PEERMEM_NAME=nvidia_peermem; }
-  [ "$d" = "$STANDIN" ] && { name="nvidia_peermem (stand-in)"; extra=PEERMEM_NAME=nvidia_peermem; }
   case $d in "$SRC"-plant-*) name=peermem_plant_${d#"$SRC"-plant-}; extra=PEERMEM_NAME=$name;; esac
-  case $d in "$SRC"|"$IDSRC"|"$STANDIN"|"$SRC"-plant-*)
+  case $d in "$SRC"|"$IDSRC"|"$SRC"-plant-*)
     [ -n "$product_symvers" ] && extra="$extra PEERMEM_SYMVERS=$product_symvers";;
   "$SRC"-weak) name="peermem_rs (weak fallback)";;
   "$SRC"-upgrade/tests/sim) name="tests/sim (another driver build)"; extra="KCFLAGS=-DNVSIM_DRIVER_REBUILD KBUILD_GENDWARFKSYMS_STABLE=1";;
@@ -153,15 +138,14 @@ for d in $dirs; do
   if grep -qE '^(warning|error)|: warning:' "$ROOT$d/build.log"; then
     echo "BUILD-FAIL $KVER $name: compiler warnings"; grep -E 'warning' -A8 "$ROOT$d/build.log" | head -60; status=1
   fi
-  # The product's own builds under other names export only what the
-  # product exports (peermem_rs_one_per_kernel, which no test module
-  # imports), or nothing: only the product's symvers is passed on.
+  # The product exports nothing; its builds under other names are not
+  # passed on either (only the product's own symvers is).
   # (A tree that built no module for this kernel, tests/rxe-peer beside
   # another kernel's source, has no Module.symvers to pass on.)
-  case $d in "$IDSRC"|"$STANDIN"|"$SRC"-plant-*|"$SRC"-weak|"$SRC"-skew|"$SRC"-upgrade/*) ;;
+  case $d in "$IDSRC"|"$SRC"-plant-*|"$SRC"-weak|"$SRC"-skew|"$SRC"-upgrade/*) ;;
     *) [ ! -f "$ROOT$d/Module.symvers" ] || symvers="$symvers $d/Module.symvers";; esac
   case $d in
-    "$SRC"-weak|"$SRC"-skew|"$STANDIN") cp "$ROOT$d"/*.ko "$ROOT$OUT/${d#"$SRC"-}/" ;;
+    "$SRC"-weak|"$SRC"-skew) cp "$ROOT$d"/*.ko "$ROOT$OUT/${d#"$SRC"-}/" ;;
     "$SRC"-upgrade/*) ;;
     *) cp "$ROOT$d"/*.ko "$ROOT$OUT/" 2>/dev/null || true ;;
   esac

@@ -87,6 +87,10 @@ install)
   check "$KVER: modinfo names the binding: the weak fallback (no provider Module.symvers here)" \
     test "$(root modinfo -k "$KVER" -F binding nvidia_peermem)" = "weak: no provider Module.symvers found"
   check "$KVER: modprobe.d carries the softdep too" grep -q 'softdep nvidia_peermem pre: ib_uverbs nvidia' <<< "$(root modprobe -c)"
+  check "$KVER: modprobe.d blacklists nv_peer_mem (one peer-memory client per host: packaging's job, not the module's)" \
+    grep -qx 'blacklist nv_peer_mem' <<< "$(root modprobe -c)"
+  check "$KVER: ... and not nvidia_peermem (the name this build loads under)" \
+    bash -c "! grep -qx 'blacklist nvidia_peermem' <<< \"\$1\"" _ "$(root modprobe -c)"
   mkdir -p "$ROOT$STAGE/pkg"; echo "$VERSION" > "$ROOT$STAGE/pkg/$KVER.installed"
   ;;
 remove)

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * sim_widen.ko -- a bench tool for module-contenders, not a client: it
- * widens the window between a module's entry in /sys/module (made by the
- * module loader before the module's init runs) and its init, by a busy
- * wait of `delay_ms` at the entry of the loader's do_init_module (a
- * kprobe), for the modules named peermem_rs and nvidia_peermem.  Two of
- * them loading at the same moment then each run their init while the
- * other's entry exists, which is what a check made in init alone cannot
- * resolve; under TCG the natural window is too short to be hit in a few
- * rounds.  The module under test is unchanged.
+ * holds a module between its entry in the module loader's list and its
+ * init, by a busy wait of `delay_ms` at the entry of the loader's
+ * do_init_module (a kprobe), for the modules named peermem_rs and
+ * nvidia_peermem.  Two of them loading at the same moment are then both in
+ * flight: a second of one name waits for the first and is refused
+ * (EEXIST), and two of different names run their inits side by side into
+ * the core's register; under TCG the natural window is too short to be hit
+ * in a few rounds.  The module under test is unchanged.
  */
 #include <linux/delay.h>
 #include <linux/kprobes.h>
@@ -45,5 +45,5 @@ static void __exit widen_exit(void)
 
 module_init(widen_init);
 module_exit(widen_exit);
-MODULE_DESCRIPTION("module-contenders: widens the window before a module's init (bench tool)");
+MODULE_DESCRIPTION("module-contenders: holds a module before its init (bench tool)");
 MODULE_LICENSE("GPL");

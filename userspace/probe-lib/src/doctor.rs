@@ -19,7 +19,8 @@ use crate::rdma::{DevFile, RdmaPort};
 use crate::report::{exit_code, overall, Status, SCHEMA_VERSION};
 use crate::root::SysRoot;
 use crate::sysinfo::{
-    self, ClientModule, ClientOrigin, RdmaStack, SysState, MODULES_OF_INTEREST, PEER_CLIENT_MODULES,
+    self, ClientModule, ClientOrigin, PeerClient, RdmaStack, SysState, MODULES_OF_INTEREST,
+    PEER_CLIENT_MODULES,
 };
 use serde::Serialize;
 
@@ -320,7 +321,7 @@ fn modules(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec<ClientM
     let clients = sys.peer_modules();
     let it = if clients.len() > 1 {
         item("modules", "peer-memory clients", Status::Fail, clients.join(" + "))
-            .detail("more than one GPU peer-memory client is loaded: they register under the same name, so only the first one serves registrations and unloading becomes order-dependent")
+            .detail("more than one GPU peer-memory client is loaded: the RDMA core asks its clients in registration order, whatever their names, so the one registered later serves no GPU memory (a core with /sys/kernel/mm/memory_peers refuses a second client of one name); peermem-rs does not refuse to load beside another client: its package conflicts with nv_peer_mem's and blacklists it, and this row is the check")
             .remedy(format!("keep one: `rmmod {}`", clients[1..].join(" ")))
     } else if let Some(c) = clients.first() {
         if sys.peers.is_empty() && sys.memory_peers_dir {
@@ -379,21 +380,50 @@ fn peers(sys: &SysState, items: &mut Vec<Item>) {
             "no client registered",
         ));
     }
+    // The core asks its clients in registration order, whatever their
+    // names: of two registered, the later one is asked only for what the
+    // first declines.  peermem-rs does not look for other clients (its
+    // package keeps nv_peer_mem out); this row is where they show.
+    let allocs = |p: &PeerClient| p.counters.get("num_alloc_mrs").copied();
+    let serving: Vec<&str> = sys
+        .peers
+        .iter()
+        .filter(|p| allocs(p).is_some_and(|n| n > 0))
+        .map(|p| p.name.as_str())
+        .collect();
+    if sys.peers.len() > 1 {
+        let names: Vec<&str> = sys.peers.iter().map(|p| p.name.as_str()).collect();
+        items.push(
+            item("memory_peers", "registered clients", Status::Warn, names.join(" + "))
+                .detail("more than one peer-memory client is registered with the RDMA core: it asks them in registration order, whatever their names, so a client registered after another GPU client serves no GPU memory")
+                .remedy("keep one GPU peer-memory client: unload the others (`lsmod`; `rmmod <module>`) and keep them from loading at boot (/etc/modules-load.d; peermem-rs's package conflicts with nv_peer_mem's and blacklists it)"),
+        );
+    }
     for p in &sys.peers {
         let counters: Vec<String> = p
             .counters
             .iter()
             .map(|(k, v)| format!("{}={v}", k.trim_start_matches("num_")))
             .collect();
-        items.push(
+        let version = format!("version {}", p.version.as_deref().unwrap_or("?"));
+        let idle = sys.peers.len() > 1 && allocs(p) == Some(0) && !serving.is_empty();
+        let it = if idle {
             item(
                 "memory_peers",
                 p.name.clone(),
-                Status::Info,
-                format!("version {}", p.version.as_deref().unwrap_or("?")),
+                Status::Warn,
+                format!("{version}, serves nothing"),
             )
-            .detail(counters.join(" ")),
-        );
+            .detail(format!(
+                "registered, but the core gave it no MR (alloc_mrs=0) while {} did get some: another client registered before it is asked first; {}",
+                serving.join(", "),
+                counters.join(" ")
+            ))
+            .remedy("unload the client you do not want, then reload the one you do, so that it registers first")
+        } else {
+            item("memory_peers", p.name.clone(), Status::Info, version).detail(counters.join(" "))
+        };
+        items.push(it);
     }
 }
 

@@ -578,3 +578,57 @@ fn unified_memory_and_coherent_gpus_are_named() {
         }
     }
 }
+
+/// A tree with these clients in /sys/kernel/mm/memory_peers, each with its
+/// `num_alloc_mrs`.
+fn peers_tree(tag: &str, peers: &[(&str, u64)]) -> super::testtree::Tree {
+    let t = super::testtree::tree(tag);
+    for (name, allocs) in peers {
+        let d = format!("sys/kernel/mm/memory_peers/{name}");
+        super::testtree::mk(&t, &format!("{d}/version"), b"1.0\n");
+        super::testtree::mk(
+            &t,
+            &format!("{d}/num_alloc_mrs"),
+            format!("{allocs}\n").as_bytes(),
+        );
+    }
+    t
+}
+
+#[test]
+fn a_second_registered_client_that_serves_nothing_is_reported() {
+    // nv_mem (nv_peer_mem, say) registered first and serves; gdr_test
+    // (peermem-rs under another name) registered after it and gets nothing.
+    let t = peers_tree("idle-peer", &[("nv_mem", 4), ("gdr_test", 0)]);
+    let r = run(&SysRoot::at(&*t));
+    let all = find(&r, "registered clients");
+    assert_eq!(all.status, Status::Warn, "{all:?}");
+    assert!(all.value.contains("nv_mem") && all.value.contains("gdr_test"));
+    assert!(all
+        .detail
+        .as_deref()
+        .unwrap()
+        .contains("registration order"));
+    let idle = find(&r, "gdr_test");
+    assert_eq!(
+        (idle.status, idle.value.as_str()),
+        (Status::Warn, "version 1.0, serves nothing")
+    );
+    assert!(idle.detail.as_deref().unwrap().contains("while nv_mem did"));
+    assert_eq!(find(&r, "nv_mem").status, Status::Info);
+}
+
+#[test]
+fn one_registered_client_or_none_serving_yet_is_no_warning() {
+    let t = peers_tree("one-peer", &[("nv_mem", 0)]);
+    let r = run(&SysRoot::at(&*t));
+    assert!(r.items.iter().all(|i| i.name != "registered clients"));
+    assert_eq!(find(&r, "nv_mem").status, Status::Info);
+    // Two registered, neither used yet: the pair is reported, neither is
+    // said to serve nothing (nothing was asked for).
+    let t = peers_tree("two-idle", &[("nv_mem", 0), ("gdr_test", 0)]);
+    let r = run(&SysRoot::at(&*t));
+    assert_eq!(find(&r, "registered clients").status, Status::Warn);
+    assert_eq!(find(&r, "gdr_test").status, Status::Info);
+    assert_eq!(find(&r, "nv_mem").status, Status::Info);
+}
