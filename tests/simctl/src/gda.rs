@@ -53,7 +53,7 @@ pub fn peer_main(a: &[String]) -> i32 {
             let (_, r, _) = reg(&dev, va + i * SLOT, len)?;
             let _ = writeln!(out, "R {} {}", live0 + i, r.times.total_ns);
         }
-        print!("{out}READY\n");
+        println!("{out}READY");
         let _ = std::io::stdout().flush();
         Ok(())
     };
@@ -78,7 +78,12 @@ struct Holder {
 fn hold(count: u64, live0: u64, seed: u64, times: &mut Vec<(u64, u64)>) -> Result<Holder, String> {
     let exe = std::env::current_exe().unwrap_or_else(|_| "simctl".into());
     let mut child = Command::new(exe)
-        .args(["bench-gda-peer", &count.to_string(), &live0.to_string(), &seed.to_string()])
+        .args([
+            "bench-gda-peer",
+            &count.to_string(),
+            &live0.to_string(),
+            &seed.to_string(),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

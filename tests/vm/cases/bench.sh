@@ -34,7 +34,7 @@
 : "${BENCH_SCALE_ITERS:=6}"
 : "${BENCH_CONC:=1 2 4 8}"
 : "${BENCH_MIXED=2M 1G 16 40}"
-: "${BENCH_GDA=4 10000 10000}"
+: "${BENCH_GDA=4 2000 2000}"
 : "${BENCH_LAT:=lat_pin_call_us=50 lat_pin_page_ns=1000 lat_unpin_page_ns=250 lat_map_page_ns=250 lat_unmap_page_ns=100}"
 
 # The module name insmod gives a .ko file.

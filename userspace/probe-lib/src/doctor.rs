@@ -312,6 +312,10 @@ fn modules(root: &SysRoot, sys: &SysState, items: &mut Vec<Item>) -> Vec<ClientM
             Some(c) if c.origin == ClientOrigin::Unknown => {
                 it.detail(format!("cannot tell who built it: {}", c.evidence))
             }
+            Some(c) if c.mode.as_deref() == Some("invalidate") => it.detail(format!(
+                "identified by {}; in mode=invalidate the RDMA core never offers it what is registered without invalidation support: QP/CQ/SRQ buffers and devx umems in GPU memory (GPU-initiated networking: NCCL GIN, UCX GDA, DOCA GPUNetIO) fail, or go to another client; mode=persistent (driver 535 and later) serves them",
+                c.evidence
+            )),
             Some(c) => it.detail(format!("identified by {}", c.evidence)),
             None => it,
         };

@@ -324,6 +324,10 @@ fn doctor_names_which_nvidia_peermem_is_loaded_and_the_ofed_version() {
             .starts_with("loaded (peermem-rs 0.1.0, mode=invalidate)"),
         "{m:?}"
     );
+    assert!(
+        m.detail.as_deref().unwrap().contains("QP/CQ/SRQ buffers"),
+        "{m:?}"
+    );
     assert_eq!(r.peer_clients[0].origin, ClientOrigin::PeermemRs);
     let o = find(&r, "MLNX_OFED/DOCA-OFED");
     assert_eq!(o.value, "unknown");
