@@ -24,12 +24,13 @@ rm -f "$ROOT$OUT"/*.ko
 
 # The bench's soft RDMA device (tests/rxe-peer): rxe's own source, from the
 # chroot's linux-source (unpacked once into /build), with rxe.patch, in
-# tests/rxe-peer/rxe/ -- for the Debian kernel built from that source, with
-# rxe configured.  For other kernels rxe/ is absent and tests/rxe-peer
+# tests/rxe-peer/rxe/ -- for the kernels built from that source, with rxe
+# configured: Debian's 7.3 and our debug kernel (debug-kernel.config has the
+# RDMA core and rxe).  For other kernels rxe/ is absent and tests/rxe-peer
 # builds nothing.  Kept between builds (incremental) while the patch is
 # the same.
 RXE=$SRC/tests/rxe-peer/rxe
-if ! is_debug_kernel "$KVER" && [ "$(kseries "$KVER")" = "${DEBUG_KERNEL_SRC#linux-source-}" ] &&
+if [ "$(kseries "$KVER")" = "${DEBUG_KERNEL_SRC#linux-source-}" ] &&
    grep -qx 'CONFIG_RDMA_RXE=m' "$ROOT$KDIR/.config"; then
   want=$(sha256sum < "$TOP/tests/rxe-peer/rxe.patch" | cut -c1-16)
   if [ "$(cat "$ROOT$RXE/.patch" 2>/dev/null)" != "$want" ]; then
@@ -49,7 +50,7 @@ if ! is_debug_kernel "$KVER" && [ "$(kseries "$KVER")" = "${DEBUG_KERNEL_SRC#lin
 else
   rm -rf "$ROOT$RXE"
   # Why there is no rxe_peer.ko here (the perftest cases skip with it).
-  echo "the soft RDMA device is built only for the Debian kernel of $DEBUG_KERNEL_SRC (rxe configured), not $KVER" \
+  echo "the soft RDMA device is built only for the kernels of $DEBUG_KERNEL_SRC (rxe configured), not $KVER" \
     > "$ROOT$OUT/rxe_peer.none"
 fi
 # product_copy DIR -- a copy of the product's source (no tests, no build

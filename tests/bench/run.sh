@@ -690,6 +690,11 @@ for k in $KERNELS; do
        [[ ",$(suite_cases "$DEFAULT_KERNEL")," == *,perftest-cuda,* ]]; then
       PERFTEST_BOOT=$DEFAULT_KERNEL
     fi
+    # The debug kernel's own cases run perftest (perftest-cuda): the lane
+    # builds it before that VM when it builds it for the perftest boot;
+    # without that boot, here, before the lane starts (staged once, so
+    # that no foreground VM runs it while the lane restages it).
+    if [ -z "$PERFTEST_BOOT" ] && runs_perftest "$(cases_for "$k")"; then perftest_ready; fi
     rm -f "$RESULTS/perftest.failed" "$RESULTS"/built-*
     if BG=1 CONTROLS_LANE=$CONTROLS_LANE CARGO_LANE=1 run_kernel "$k"; then bg_k=$k; fi
   fi

@@ -14,7 +14,7 @@
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/nvpm-common.inc"
 . "$CASES/perftest-common.inc"
-skip_on_debug_kernel "the soft RDMA device (the debug kernel has no RDMA core)"
+skip_on_debug_kernel "NVIDIA's module through perftest"
 perftest_prepare || finish
 check "simulators + NVIDIA's nvidia-peermem" nvpm_up || finish
 check "rxe0 on the soft RDMA device" soft_rdma_up || finish
