@@ -40,13 +40,13 @@ for mode in persistent invalidate; do
   # with no other client the registration fails (modinfo's `mode` says so).
   if [ $mode = persistent ]; then
     check "$mode: a QP buffer in GPU memory is served (pinned, the HCA's DMA checked)" \
-      sim_run 'A=gpu alloc 64K; H=core reg $A 64K --qp; core dma-check $H; gpu get persistent_pins; core dereg $H; gpu free $A'
+      sim_run "A=gpu alloc 64K; H=core reg \$A 64K --qp; core dma-check \$H; gpu get persistent_pins; core dereg \$H; gpu free \$A"
     check "... one persistent pin while registered, one registration more counted" \
       test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,),$(pm_stat registrations)" = 1,6
   else
     check "$mode: a QP buffer in GPU memory is not offered to peermem_rs (EFAULT, the core counts it unclaimed)" \
-      sim_run 'A=gpu alloc 64K; core get regs_unclaimed; !EFAULT core reg $A 64K --qp; core get regs_unclaimed; gpu free $A'
-    n=($(grep -xE '[0-9]+' <<< "$SIM_OUT"))
+      sim_run "A=gpu alloc 64K; core get regs_unclaimed; !EFAULT core reg \$A 64K --qp; core get regs_unclaimed; gpu free \$A"
+    mapfile -t n < <(grep -xE '[0-9]+' <<< "$SIM_OUT")
     check "... unclaimed +1, no registration of peermem_rs" \
       test "$(( ${n[1]:-0} - ${n[0]:-0} )),$(pm_stat registrations)" = 1,5
   fi
