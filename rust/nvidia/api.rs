@@ -136,11 +136,12 @@ impl NvidiaP2p {
         armed: Armed,
     ) -> core::result::Result<PageTable, (Error, bool)> {
         let mut table: *mut nvidia_p2p_page_table = ptr::null_mut();
+        // `data` is an id the callback only compares (rust/nvidia/registry.rs):
+        // it needs to stay valid for nothing.  The callback is module code,
+        // kept loaded while the pin may call back (the registry entry's
+        // module reference).
         // SAFETY: `range` is aligned and non-empty (GpuRange invariant),
-        // `table` is an out pointer.  `data` is an id the callback only
-        // compares (rust/nvidia/registry.rs): it needs to stay valid for
-        // nothing.  The callback is module code, kept loaded while the pin
-        // may call back (the registry entry's module reference).
+        // `table` is an out pointer, the callback outlives the pin (above).
         let rc = unsafe {
             (self.get_pages)(
                 0,
@@ -234,9 +235,9 @@ impl NvidiaP2p {
     /// Releases a persistent pin's DMA mapping.
     pub(crate) fn dma_unmap(&self, args: UnmapArgs) -> Result {
         let UnmapArgs { table, mapping } = args;
+        // A persistent pin has no callback, and we put it only after this.
         // SAFETY: `mapping` is a mapping of `table` for `mapping.peer` that
-        // we own (type invariants), released once here by value; a
-        // persistent pin has no callback, and we put it only after this.
+        // we own (type invariants), released once here by value.
         let rc = unsafe {
             (self.dma_unmap_pages)(
                 mapping.peer.0.as_ptr(),

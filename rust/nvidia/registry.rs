@@ -138,10 +138,11 @@ extern "C" fn free_callback<R: Revocable>(data: *mut c_void) {
     // for that queue, so no code of ours runs after the module is gone.
     // The work item is embedded in the registration: queueing it
     // allocates nothing.  It is queued at most once (the entry was taken
-    // out above, once).
-    // SAFETY: `defer` needs a live `DeferQueue` until the work returned.
-    // The module owns it until its exit, which runs only once no module
-    // reference is left; `reg` holds one until the work drops it.
+    // out above, once).  `defer` needs a live `DeferQueue` until the work
+    // returned: the module owns it until its exit, which runs only once no
+    // module reference is left.
+    // SAFETY: the queue outlives the work: `reg` holds a module reference
+    // until the work drops it (above).
     if let Err(reg) = unsafe { glue::defer(reg) } {
         // Queued already: not reached.  Leaked rather than dropped here.
         glue::warn_spurious_callback();
