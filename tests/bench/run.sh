@@ -478,6 +478,9 @@ plants_for() {
   if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && is_debug_kernel "$1"; then
     names="$names$(grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/selfcheck.list" | cut -f1 | paste -sd,),"
   fi
+  if [ "$mode" = test ] && [ -z "${CASES_GIVEN:-}" ] && [ "$1" = "$DEFAULT_KERNEL" ]; then
+    names="$names$(iommu_controls),"
+  fi
   for f in "$TOP"/tests/plants/*.patch; do
     p=$(basename "$f" .patch)
     case $names in *,plant-${p//_/-},*) echo "$p";; esac
@@ -493,6 +496,10 @@ runs_perftest() { [[ ",$1," =~ ,(perftest-cuda|hwtest|demo|nvpm-perftest), ]]; }
 # that kernel's own boot by cases_for), then NVIDIA's control.
 PERFTEST_SUITE_CASES=perftest-cuda,hwtest
 PERFTEST_BOOT_CASES=$PERFTEST_SUITE_CASES,nvpm-perftest
+# The perftest boot is the IOMMU configuration (vm.sh VM_IOMMU=1): its
+# negative controls (tests/vm/iommu-controls.list) run last in it, each
+# judged by its regex (collect_perftest_boot), not counted by vm.sh.
+iommu_controls() { grep -vE '^[[:space:]]*(#|$)' "$TOP/tests/vm/iommu-controls.list" | cut -f1 | paste -sd,; }
 PERFTEST_DONE=
 perftest_ready() {
   runs_perftest "$CASES" && [ -z "$PERFTEST_DONE" ] || return 0
@@ -518,8 +525,9 @@ perftest_boot() {
   while [ ! -f "$RESULTS/built-$k" ] && [ $waited -lt 3600 ]; do sleep 2; waited=$((waited + 2)); done
   [ "$(cat "$RESULTS/built-$k" 2>/dev/null)" = ok ] || return 0
   mkdir -p "$RESULTS/perftest"
+  VM_IOMMU=1 VM_CONTROLS=$(iommu_controls) \
   VM_APPEND="${VM_APPEND:-} core_variant=$(core_variant_for "$k")" RESULTS=$RESULTS/perftest \
-    timed "perftest boot $k" bash "$BENCH/vm.sh" "$k" "$PERFTEST_BOOT_CASES" > "$RESULTS/perftest/vm-$k.out" 2>&1 || true
+    timed "perftest boot $k" bash "$BENCH/vm.sh" "$k" "$PERFTEST_BOOT_CASES,$(iommu_controls)" > "$RESULTS/perftest/vm-$k.out" 2>&1 || true
 }
 collect_perftest_boot() {
   local k=$PERFTEST_BOOT
@@ -532,6 +540,17 @@ collect_perftest_boot() {
     echo "FAIL - the perftest boot did not run: the build of $k failed"; record fail "$k:perftest-boot"; return
   fi
   RESULTS=$RESULTS/perftest collect_vm "$k" || true
+  echo "-- $k: the IOMMU configuration's negative controls (each must be caught)"
+  local name re out=$RESULTS/perftest/vm-$k.out
+  while IFS=$'\t' read -r name re; do
+    case "$name" in ''|'#'*) continue;; esac
+    if case_failed_for "$out" "$name" "$re"; then
+      echo "ok   - control $name was caught ($re)"; record pass "iommu-control:$name"
+    else
+      echo "FAIL - control $name was NOT caught behind the IOMMU (wanted: $re)"; record fail "$k:iommu-control:$name"
+      control_said "$out" "$name"
+    fi
+  done < "$TOP/tests/vm/iommu-controls.list"
 }
 
 # One kernel: prepare, build, (DKMS install), boot the VM with the cases.

@@ -206,7 +206,10 @@ impl Drop for Context {
 fn report(t: &mut Text) -> core::fmt::Result {
     let dev = TABLES.lock().dma_device();
     match dev {
-        Ok(d) => writeln!(t, "hca={}", d.name())?,
+        Ok(d) => {
+            writeln!(t, "hca={}", d.name())?;
+            writeln!(t, "hca_iommu={}", u8::from(d.translated()))?;
+        }
         Err(_) => writeln!(t, "hca=none")?,
     }
     writeln!(t, "hca_nonpci={}", u8::from(sys::param_nonpci()))?;

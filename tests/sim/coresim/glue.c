@@ -6,6 +6,7 @@
  * dispatch; the rest is the simulators' shared glue (common/sim_glue.c,
  * included below).  No core logic lives here.
  */
+#include <linux/iommu.h>
 #include <linux/kernfs.h>
 #include <linux/kobject.h>
 #include <linux/mm.h>
@@ -250,6 +251,8 @@ static unsigned int hca_max_seg = 0x80000000u;
 module_param(hca_max_seg, uint, 0444);
 MODULE_PARM_DESC(hca_max_seg, "DMA max segment size given to the HCA device (default 2 GiB, as mlx5 sets it)");
 static unsigned int hca_saved_max_seg;
+static u64 hca_saved_mask, hca_saved_coherent;
+static bool hca_mask_set;
 
 struct pci_dev *pcsim_glue_hca_get(void)
 {
@@ -268,13 +271,43 @@ struct pci_dev *pcsim_glue_hca_get(void)
 		hca_saved_max_seg = dma_get_max_seg_size(&pdev->dev);
 		dma_set_max_seg_size(&pdev->dev, hca_max_seg);
 	}
+	/* mlx5 asks for 64-bit DMA (mlx5_pci_init, set_dma_caps). */
+	if (pdev && pdev->dev.dma_mask) {
+		hca_saved_mask = *pdev->dev.dma_mask;
+		hca_saved_coherent = pdev->dev.coherent_dma_mask;
+		hca_mask_set = !dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	}
 	return pdev;
 }
 void pcsim_glue_hca_put(struct pci_dev *pdev)
 {
 	if (pdev && pdev->dev.dma_parms && hca_saved_max_seg)
 		dma_set_max_seg_size(&pdev->dev, hca_saved_max_seg);
+	if (pdev && hca_mask_set) {
+		dma_set_mask(&pdev->dev, hca_saved_mask);
+		dma_set_coherent_mask(&pdev->dev, hca_saved_coherent);
+		hca_mask_set = false;
+	}
 	pci_dev_put(pdev);
+}
+
+/* The HCA's DMA as the hardware does it: an IOMMU in a translating
+ * (paging) domain resolves the address through its page table, and an
+ * address it has nothing mapped at faults; with no IOMMU, or an identity
+ * domain, the bus address is the physical one. */
+static struct iommu_domain *pcsim_dma_domain(struct device *dev)
+{
+	struct iommu_domain *d = iommu_get_domain_for_dev(dev);
+
+	return d && (d->type & __IOMMU_DOMAIN_PAGING) ? d : NULL;
+}
+bool pcsim_glue_dma_translated(struct device *dev) { return pcsim_dma_domain(dev); }
+bool pcsim_glue_dma_to_phys(struct device *dev, u64 dma, u64 *phys)
+{
+	struct iommu_domain *d = pcsim_dma_domain(dev);
+
+	*phys = d ? iommu_iova_to_phys(d, dma) : dma;
+	return *phys != 0 || !d;
 }
 struct device *pcsim_glue_pci_device(struct pci_dev *pdev) { return &pdev->dev; }
 struct device *pcsim_glue_nonpci_device(void) { return sim_misc.this_device; }

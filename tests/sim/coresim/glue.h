@@ -44,6 +44,12 @@ void pcsim_glue_hca_put(struct pci_dev *pdev);
 struct device *pcsim_glue_pci_device(struct pci_dev *pdev);
 struct device *pcsim_glue_nonpci_device(void);	/* the misc device: not PCI */
 const char *pcsim_glue_dev_name(struct device *dev);
+/* Where the device's DMA to bus address `dma` lands: through its IOMMU
+ * domain when it has a translating one, else `dma` itself (dma-direct on
+ * x86).  false: the IOMMU has nothing mapped there (the DMA faults). */
+bool pcsim_glue_dma_to_phys(struct device *dev, u64 dma, u64 *phys);
+/* Whether the device's DMA goes through a translating IOMMU domain. */
+bool pcsim_glue_dma_translated(struct device *dev);
 
 /* --- SG tables (owned by the core, filled by the client) ---------------- */
 struct pcsim_sg_ent {

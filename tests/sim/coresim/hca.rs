@@ -14,7 +14,8 @@ use kernel::prelude::*;
 use crate::bindings::pcsim_dma;
 use crate::mr;
 use crate::reg::{Reg, State};
-use crate::sys::{self, errno, NvSim};
+use crate::sys::{self, errno, DmaDevice, NvSim};
+use crate::violation::Event;
 
 /// The most bytes one step moves under the mapping lock (one GPU page).
 const STEP: u64 = 1 << 16;
@@ -53,7 +54,7 @@ fn step(nv: &NvSim, reg: &Reg, at: &mut Cursor, buf: &mut [u8], write: bool) -> 
             let n = (e.len - at.off).min(buf.len() as u64) as usize;
             Ok((e.addr + at.off, n))
         })?;
-        nv.bar_access(bus, &mut buf[..n], write)?;
+        bus_access(nv, reg.dev, bus, &mut buf[..n], write)?;
         Ok(n)
     })();
     reg.unlock_mapping();
@@ -64,6 +65,61 @@ fn step(nv: &NvSim, reg: &Reg, at: &mut Cursor, buf: &mut [u8], write: bool) -> 
         at.off = 0;
     }
     Ok(n)
+}
+
+/// The granule of the IOMMU's translations.
+const IOMMU_PAGE: u64 = 1 << 12;
+
+/// Where the device `dev`'s DMA of `len` bytes at bus address `bus` lands:
+/// the physical runs, each IOMMU page translated as the hardware does it
+/// (one run, `bus` itself, without an IOMMU); None if the IOMMU has nothing
+/// mapped under one of its pages.
+pub(crate) fn bus_to_phys(dev: DmaDevice, bus: u64, len: u64) -> Result<Option<KVVec<(u64, u64)>>> {
+    let end = bus.checked_add(len).ok_or(EFAULT)?;
+    let mut runs: KVVec<(u64, u64)> = KVVec::new();
+    if !dev.translated() {
+        runs.push((bus, len), GFP_KERNEL)?;
+        return Ok(Some(runs));
+    }
+    let mut at = bus;
+    while at < end {
+        let next = ((at & !(IOMMU_PAGE - 1)) + IOMMU_PAGE).min(end);
+        let Some(phys) = dev.to_phys(at) else {
+            return Ok(None);
+        };
+        match runs.last_mut() {
+            Some(r) if r.0 + r.1 == phys => r.1 += next - at,
+            _ => runs.push((phys, next - at), GFP_KERNEL)?,
+        }
+        at = next;
+    }
+    Ok(Some(runs))
+}
+
+/// The HCA's DMA of `buf` at bus address `bus`, as its bus master does
+/// it: through the IOMMU where it has one (an address with nothing mapped
+/// faults: EFAULT, nothing moved), then through the GPU's BAR at the
+/// physical address.
+fn bus_access(nv: &NvSim, dev: DmaDevice, bus: u64, buf: &mut [u8], write: bool) -> Result {
+    let Some(runs) = bus_to_phys(dev, bus, buf.len() as u64)? else {
+        Event::IommuFault.count();
+        pr_info!(
+            "HCA DMA of {} bytes at bus address {:#x}: the IOMMU has nothing mapped there (fault)\n",
+            buf.len(),
+            bus
+        );
+        return Err(EFAULT);
+    };
+    if dev.translated() {
+        Event::IommuDma.count();
+    }
+    let mut done = 0usize;
+    for &(phys, len) in runs.iter() {
+        let len = len as usize;
+        nv.bar_access(phys, &mut buf[done..done + len], write)?;
+        done += len;
+    }
+    Ok(())
 }
 
 /// Checks a DMA of `len` bytes at registration byte `va`; where the DMA

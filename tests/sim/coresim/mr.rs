@@ -18,6 +18,7 @@ use crate::bindings::{
     PCSIM_STEP_IN_DEREG,
 };
 use crate::client::{self, Client};
+use crate::hca;
 use crate::hooks::{self, Hook};
 use crate::reg::{DeregTimes, NewReg, Reg, State, Times};
 use crate::sgcheck::{
@@ -415,21 +416,59 @@ fn ranges(reg: &Reg) -> Result<KVVec<sim_range>> {
     })
 }
 
+/// The HCA's view as the physical ranges its DMA reaches (through its
+/// IOMMU where it has one); None if the IOMMU has nothing mapped under
+/// part of it.
+fn phys_ranges(reg: &Reg) -> Result<Option<KVVec<sim_range>>> {
+    let mut v = KVVec::new();
+    for e in ranges(reg)?.iter() {
+        let Some(runs) = hca::bus_to_phys(reg.dev, e.addr, e.len)? else {
+            return Ok(None);
+        };
+        for &(addr, len) in runs.iter() {
+            v.push(sim_range { addr, len }, GFP_KERNEL)?;
+        }
+    }
+    Ok(Some(v))
+}
+
 /// Reports `dma_after_free` if `reg` is still mapped but its memory is not
 /// live pinned GPU memory.  Returns whether the memory is live.  Memory
 /// whose pin the bench's same-process neighbour released (the GPU simulator
 /// answers ESTALE) is that neighbour's harm: counted, not the client's.
 pub(crate) fn check_live(nv: &NvSim, reg: &Reg, when: &str) -> bool {
-    let Ok(r) = ranges(reg) else { return true };
+    let Ok(r) = phys_ranges(reg) else { return true };
+    // Reported once per registration, and only while it is mapped.
+    let first_report = || {
+        reg.with(|i| {
+            let report = i.state == State::Mapped && !i.dead_reported;
+            i.dead_reported |= report;
+            report
+        })
+    };
+    let Some(r) = r else {
+        // The HCA's IOMMU has nothing mapped under the list: the HCA's DMA
+        // faults (a list address no DMA mapping gave, or a mapping torn
+        // down under a registration still mapped).
+        if first_report() {
+            violation::report(
+                Kind::DmaUnmapped,
+                format_args!(
+                    "{}: '{}' registration [{:#x}, +{:#x}) is mapped for the HCA but its IOMMU has nothing mapped at the list's addresses",
+                    when,
+                    reg.client.name(),
+                    reg.va,
+                    reg.len
+                ),
+            );
+        }
+        return false;
+    };
     let neighbour = match nv.dma_live(&r) {
         Ok(()) => return true,
         Err(e) => e == sys::err(errno::ESTALE),
     };
-    let report = reg.with(|i| {
-        let report = i.state == State::Mapped && !i.dead_reported;
-        i.dead_reported |= report;
-        report
-    });
+    let report = first_report();
     if report && neighbour {
         Event::DmaAfterNeighbourPut.count();
         pr_info!(
@@ -470,14 +509,17 @@ fn post_checks(reg: &Reg) {
             let Ok(expect) = nv.translate(reg.owner, v) else {
                 break 'entries;
             };
-            if e.addr + off != expect {
+            // The HCA reaches the address through its IOMMU, if any.
+            let reached = reg.dev.to_phys(e.addr + off);
+            if reached != Some(expect) {
                 violation::report(
                     Kind::SgAddress,
                     format_args!(
-                        "'{}' SG maps VA {:#x} to DMA {:#x}; the GPU page is at {:#x}",
+                        "'{}' SG maps VA {:#x} to DMA {:#x} (the HCA reaches {:#x}); the GPU page is at {:#x}",
                         reg.client.name(),
                         v,
                         e.addr + off,
+                        reached.unwrap_or(0),
                         expect
                     ),
                 );

@@ -297,6 +297,22 @@ impl DmaDevice {
         self.dev
     }
 
+    /// Whether the device's DMA goes through a translating IOMMU domain.
+    pub(crate) fn translated(self) -> bool {
+        // SAFETY: the device lives (invariant); the IOMMU core's domain
+        // lookup takes no lock the caller may hold.
+        unsafe { b::pcsim_glue_dma_translated(self.dev) }
+    }
+
+    /// Where the device's DMA at bus address `dma` lands, as its IOMMU
+    /// resolves it (or `dma` itself without one); None: the IOMMU has
+    /// nothing mapped there, and the DMA faults.
+    pub(crate) fn to_phys(self, dma: u64) -> Option<u64> {
+        let mut phys = 0u64;
+        // SAFETY: the device lives (invariant); `phys` is a writable u64.
+        unsafe { b::pcsim_glue_dma_to_phys(self.dev, dma, &mut phys) }.then_some(phys)
+    }
+
     /// The device's name, for reports.
     pub(crate) fn name(self) -> &'static str {
         // SAFETY: the device lives (invariant); `dev_name` is NUL-terminated.

@@ -35,6 +35,10 @@ violation_kinds! {
         /// The HCA still maps memory that is no longer live pinned GPU memory:
         /// the client's free callback returned without invalidating.
         DmaAfterFree => c"dma_after_free",
+        /// The HCA still maps a registration whose SG addresses its IOMMU
+        /// has nothing mapped at (addresses no DMA mapping gave, or a
+        /// mapping torn down under it): its DMA faults.
+        DmaUnmapped => c"dma_unmapped",
         /// A callback returned a value outside its contract.
         BadReturn => c"bad_return",
         /// `ib_register_peer_memory_client` with a malformed client.
@@ -84,6 +88,12 @@ counted_events! {
         /// the bench's same-process neighbour released (sim_neighbour.ko):
         /// its harm, not the client's `dma_after_free`.
         DmaAfterNeighbourPut => "dma_after_neighbour_put",
+        /// A step of HCA DMA whose bus addresses went through the HCA's
+        /// IOMMU (a translating domain: the client's addresses are IOVAs).
+        IommuDma => "hca_iommu_dma",
+        /// HCA DMA to a bus address the IOMMU has nothing mapped at: the
+        /// DMA faulted, nothing moved.
+        IommuFault => "hca_iommu_faults",
     }
 }
 

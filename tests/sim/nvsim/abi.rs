@@ -22,7 +22,9 @@ use crate::bindings::{
     nvidia_p2p_dma_mapping, nvidia_p2p_page, nvidia_p2p_page_table, pci_dev,
     NVIDIA_P2P_DMA_MAPPING_VERSION, NVIDIA_P2P_PAGE_SIZE_64KB, NVIDIA_P2P_PAGE_TABLE_V1_SIZE,
 };
-use crate::sys::{ObjKind, RawBuf};
+use crate::memory::GPU_PAGE;
+use crate::sys::{BarMapping, ObjKind, RawBuf};
+use crate::violation::Event;
 
 /// The byte released objects are filled with.
 const POISON: u8 = 0x6b;
@@ -152,26 +154,48 @@ pub(crate) unsafe fn driver_reads_mapping(mapping: usize) -> u32 {
 /// # Invariants
 ///
 /// `mapping` holds an initialised `nvidia_p2p_dma_mapping` whose
-/// `dma_addresses` points into `addrs` -- until `retire` is called.
+/// `dma_addresses` points into `addrs` -- until `retire` is called.  Each
+/// address lies in one of `bars`, which stay mapped for the peer while the
+/// mapping lives (released after the header is poisoned).
 pub(crate) struct DmaMapping {
     mapping: RawBuf,
     addrs: RawBuf,
+    bars: KVVec<BarMapping>,
 }
 
 impl DmaMapping {
-    /// Builds a mapping of `n` DMA addresses, `dma(i)` each, for `peer`.
+    /// Maps `n` GPU pages, page `i` at bus address `phys(i)`, for `peer`:
+    /// each run of contiguous pages is DMA-mapped as one range, as the
+    /// real driver maps BAR pages (behind an IOMMU the peer gets IOVAs).
     pub(crate) fn new(
         n: usize,
-        dma: impl Fn(usize) -> Option<u64>,
+        phys: impl Fn(usize) -> Option<u64>,
         peer: NonNull<pci_dev>,
     ) -> Result<Self> {
         let mapping = RawBuf::object(ObjKind::Mapping, size_of::<nvidia_p2p_dma_mapping>())?;
         let addrs = RawBuf::new(n.checked_mul(size_of::<u64>()).ok_or(EINVAL)?)?;
         let a = addrs.as_ptr().cast::<u64>();
-        for i in 0..n {
-            let d = dma(i).ok_or(EINVAL)?;
-            // SAFETY: `addrs` holds `n` u64s (kmalloc alignment); `i < n`.
-            unsafe { a.add(i).write(d) };
+        let mut bars = KVVec::new();
+        let mut i = 0;
+        let mut remapped = false;
+        while i < n {
+            let start = phys(i).ok_or(EINVAL)?;
+            let mut pages = 1;
+            while i + pages < n && phys(i + pages) == Some(start + pages as u64 * GPU_PAGE) {
+                pages += 1;
+            }
+            let bar = BarMapping::new(peer, start, pages as u64 * GPU_PAGE)?;
+            remapped |= bar.dma() != start;
+            for k in 0..pages {
+                // SAFETY: `addrs` holds `n` u64s (kmalloc alignment);
+                // `i + k < n`.
+                unsafe { a.add(i + k).write(bar.dma() + k as u64 * GPU_PAGE) };
+            }
+            bars.push(bar, GFP_KERNEL)?;
+            i += pages;
+        }
+        if remapped {
+            Event::DmaRemapped.count();
         }
         let m = mapping.as_ptr().cast::<nvidia_p2p_dma_mapping>();
         // SAFETY: `mapping` holds a whole `nvidia_p2p_dma_mapping`.
@@ -182,7 +206,11 @@ impl DmaMapping {
             core::ptr::addr_of_mut!((*m).dma_addresses).write(a);
             core::ptr::addr_of_mut!((*m).pci_dev).write(peer.as_ptr());
         }
-        Ok(Self { mapping, addrs })
+        Ok(Self {
+            mapping,
+            addrs,
+            bars,
+        })
     }
 
     /// The address given to the client.
@@ -190,9 +218,11 @@ impl DmaMapping {
         self.mapping.as_ptr().cast()
     }
 
-    /// Releases the mapping, as `PageTable::retire`.
+    /// Releases the mapping, as `PageTable::retire`; its DMA ranges are
+    /// unmapped for the peer.
     pub(crate) fn retire(mut self) {
         self.mapping.fill(POISON);
         self.addrs.fill(POISON);
+        self.bars.clear();
     }
 }

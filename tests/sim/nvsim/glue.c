@@ -7,6 +7,7 @@
  * No simulator logic lives here.
  */
 #include <linux/delay.h>
+#include <linux/dma-mapping.h>
 #include <linux/gfp.h>
 #include <linux/highmem.h>
 #include <linux/kasan.h>
@@ -375,6 +376,29 @@ bool nvsim_glue_is_pci(struct pci_dev *peer)
 	/* Only &peer->dev is read: a to_pci_dev() of a non-PCI device still
 	 * points at a real struct device there. */
 	return dev_is_pci(&peer->dev);
+}
+
+/*
+ * The real driver maps BAR pages for a peer with dma_map_resource on every
+ * kernel that has dma-direct (kernel-open/nvidia/nv-dma.c, nv_dma_map_mmio
+ * and nv_dma_use_map_resource): behind an IOMMU the peer gets IOVAs, without
+ * one (dma-direct, x86) the bus address itself.
+ */
+bool nvsim_glue_dma_map_bar(struct pci_dev *peer, u64 phys, u64 len, u64 *dma)
+{
+	dma_addr_t a = dma_map_resource(&peer->dev, phys, len, DMA_BIDIRECTIONAL, 0);
+
+	if (dma_mapping_error(&peer->dev, a))
+		return false;
+	pci_dev_get(peer);
+	*dma = a;
+	return true;
+}
+
+void nvsim_glue_dma_unmap_bar(struct pci_dev *peer, u64 dma, u64 len)
+{
+	dma_unmap_resource(&peer->dev, dma, len, DMA_BIDIRECTIONAL, 0);
+	pci_dev_put(peer);
 }
 
 /* --- the character device's ioctls (sim_glue.c copies in and back) ------- */

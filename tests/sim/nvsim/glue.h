@@ -67,6 +67,11 @@ bool nvsim_glue_driver_links_freed(void *p);	/* false: p is not a cached (freed)
 
 /* --- devices -------------------------------------------------------------- */
 bool nvsim_glue_is_pci(struct pci_dev *peer);	/* &peer->dev is on the PCI bus */
+/* DMA-maps `len` bytes of the BAR at bus address `phys` for `peer`, as the
+ * real driver does (dma_map_resource; the peer referenced until the unmap);
+ * false if the DMA API refused.  Unmap with nvsim_glue_dma_unmap_bar. */
+bool nvsim_glue_dma_map_bar(struct pci_dev *peer, u64 phys, u64 len, u64 *dma);
+void nvsim_glue_dma_unmap_bar(struct pci_dev *peer, u64 dma, u64 len);
 
 /* --- entry points implemented in Rust (entry.rs) ---------------------- */
 int nvsim_rs_ioctl_alloc(void *context, struct nvsim_alloc *arg);

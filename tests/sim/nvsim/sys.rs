@@ -372,6 +372,56 @@ impl Drop for RawBuf {
     }
 }
 
+/// A run of GPU pages DMA-mapped for a peer device, as the real driver maps
+/// BAR pages (`nvsim_glue_dma_map_bar`).
+///
+/// # Invariants
+///
+/// `peer` is a PCI device that the mapping holds a reference to, and
+/// `dma` its DMA address for `len` bytes of the BAR, mapped by
+/// `nvsim_glue_dma_map_bar` and unmapped exactly once, on drop.
+pub(crate) struct BarMapping {
+    peer: NonNull<b::pci_dev>,
+    dma: u64,
+    len: u64,
+}
+
+// SAFETY: a referenced PCI device and a DMA mapping of it may be released
+// from any task.
+unsafe impl Send for BarMapping {}
+
+impl BarMapping {
+    /// Maps `len` bytes at bus address `phys` for `peer`: EIO if the DMA
+    /// API refuses (the driver's NV_ERR_OPERATING_SYSTEM).
+    pub(crate) fn new(peer: NonNull<b::pci_dev>, phys: u64, len: u64) -> Result<Self> {
+        if !is_pci(peer) {
+            return Err(EINVAL);
+        }
+        let mut dma = 0u64;
+        // SAFETY: `peer` is the `struct pci_dev` a client passed to
+        // dma_map_pages, live for the call (the API's contract) and checked
+        // to be on the PCI bus; `dma` is a writable u64.  On success the glue
+        // took its own reference, which `drop` puts.
+        if !unsafe { b::nvsim_glue_dma_map_bar(peer.as_ptr(), phys, len, &mut dma) } {
+            return Err(EIO);
+        }
+        Ok(Self { peer, dma, len })
+    }
+
+    /// The DMA address of the run's first byte.
+    pub(crate) fn dma(&self) -> u64 {
+        self.dma
+    }
+}
+
+impl Drop for BarMapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `nvsim_glue_dma_map_bar` for `peer`, which it
+        // referenced; unmapped (and put) only here (invariant).
+        unsafe { b::nvsim_glue_dma_unmap_bar(self.peer.as_ptr(), self.dma, self.len) }
+    }
+}
+
 /// Module exit, once every page table and mapping is freed: the object
 /// cache gives its memory back.
 pub(crate) fn drain_object_cache() {

@@ -178,6 +178,9 @@ counted_events! {
         /// bench's same-process neighbour made at that address (outside
         /// the putter's gate): counted instead of `put_released_other_pin`.
         PutReleasedNeighbourPin => "put_released_neighbour_pin",
+        /// A DMA mapping whose addresses the DMA API remapped (an IOMMU in
+        /// front of the peer: IOVAs, not the BAR's bus addresses).
+        DmaRemapped => "dma_remapped",
     }
 }
 

@@ -37,9 +37,32 @@ if [ "$(debug_kernel)" = yes ]; then : "${PERFTEST_MAX:=$((4 * M))}" "${PERFTEST
 : "${PERFTEST_MAX:=$((16 * M))}" "${PERFTEST_DIV:=1}"
 iters() { local n=$(($1 / PERFTEST_DIV)); echo $((n < 5 ? 5 : n)); }
 
+# The IOMMU configuration (make test's perftest boot: vm.sh VM_IOMMU=1,
+# QEMU's VT-d in front of the HCA, strict and translating): the simulated
+# driver maps the GPU pages for the HCA with dma_map_resource, so the SG
+# lists carry IOVAs, and the HCA's DMA goes through its IOMMU domain (an
+# address with nothing mapped faults).  Elsewhere the DMA address is the
+# bus address itself, as dma-direct gives it.
+iommu=0; grep -qw vmiommu=1 /proc/cmdline && iommu=1
+# iommu_seen MODE -- the HCA's DMA went through the IOMMU (or, without
+# one, did not), and never faulted.
+iommu_seen() {
+  if [ $iommu = 1 ]; then
+    check "$1: the SG lists carry IOVAs (mappings remapped: $(gpu_get dma_remapped))" \
+      test "$(gpu_get dma_remapped)" -gt 0
+    check "$1: the HCA's DMA went through its IOMMU ($(core_get hca_iommu_dma) steps)" \
+      test "$(core_get hca_iommu_dma)" -gt 0
+  else
+    check "$1: no IOMMU: DMA addresses are bus addresses (none remapped)" \
+      test "$(gpu_get dma_remapped)" = 0
+  fi
+  check "$1: no IOMMU fault" test "$(core_get hca_iommu_faults)" = 0
+}
+
 check "rxe0 on the soft RDMA device" soft_rdma_up || finish
 for mode in persistent invalidate; do
   check "providers + peermem_rs mode=$mode" pm_up mode=$mode || finish
+  check "$mode: the HCA is behind a translating IOMMU: $iommu" test "$(core_get hca_iommu)" = $iommu
   regs=$(pm_stat registrations) n=0
   # pt_run ARGS... -- a pt_check, counting the GPU buffers registered.
   pt_run() {
@@ -63,6 +86,7 @@ for mode in persistent invalidate; do
   fi
   check "$mode: peermem_rs served perftest's registrations ($(pm_stat registrations) >= $regs + $n)" \
     test "$(pm_stat registrations)" -ge $((regs + n))
+  iommu_seen $mode
   free_under_traffic $mode
   no_leaks
   check "$mode: unload" pm_down
