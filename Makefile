@@ -33,6 +33,8 @@
 #                        modprobe.d/depmod.d files, peermem-rust-metadata, peermem-probe
 #   make uninstall       the reverse (dkms remove --all, files)
 #   make deb             peermem-rs-dkms_<ver>_all.deb + peermem-probe_<ver>_<arch>.deb (in build/deb/)
+#   make deb-modules KVER= SIGN_KEY= SIGN_CERT=  a binary peermem-rs-modules-<kernel> .deb, signed,
+#                        for nodes without a Rust toolchain (README "For a fleet")
 #   make rust-metadata   KDIR=/usr/src/linux-headers-<kver>: Debian's missing Rust metadata
 #   make hwtest          tests/hw/validate.sh on a real GPU + ConnectX host (ARGS=--dry-run)
 

@@ -6,6 +6,10 @@
 #   make install-files DESTDIR=... what the packages ship (debian/rules uses it)
 #   make deb                       build/deb/peermem-rs-dkms_<ver>_all.deb, peermem-probe_<ver>_<arch>.deb
 #                                  (crates vendored first; the package build runs offline)
+#   make deb-modules KVER=<kernel> SIGN_KEY=... SIGN_CERT=...  (or SIGN=none)
+#                                  build/deb/peermem-rs-modules-<kernel>_<ver>_<arch>.deb: the module
+#                                  built here for one kernel and this builder's providers, signed,
+#                                  for nodes without a Rust toolchain (scripts/deb-modules.sh)
 #   make rust-metadata KDIR=...    rebuild a Debian kernel's Rust metadata into its headers
 #   make hwtest [ARGS=--dry-run]   the hardware validation on a GPU + ConnectX host
 #   make hwtest-selftest           validate.sh against stand-ins (no hardware; part of make check)
@@ -19,7 +23,7 @@ DKMS_DEST := $(if $(wildcard /etc/redhat-release),extra,updates/dkms)
 # The module sources DKMS builds from (everything the Kbuild needs, and dkms.conf).
 DKMS_FILES := dkms.conf Kbuild Makefile VERSION include rust scripts/check-kernel.sh scripts/provider-symvers.sh scripts/install.mk
 
-.PHONY: install uninstall install-files install-dkms install-probe deb rust-metadata hwtest hwtest-selftest
+.PHONY: install uninstall install-files install-dkms install-probe deb deb-modules rust-metadata hwtest hwtest-selftest
 
 install-files:
 	install -d $(DESTDIR)$(DKMS_SRC)
@@ -90,6 +94,11 @@ deb:
 	cd build/deb/src && debian/rules vendor
 	cd build/deb/src && dpkg-buildpackage -b -us -uc $(DEB_FLAGS)
 	@ls build/deb/*.deb
+
+# Build once, deploy to a fleet (README "For a fleet").
+deb-modules:
+	KVER="$(KVER)" $(if $(filter command line environment,$(origin KDIR)),KDIR="$(KDIR)") SIGN="$(SIGN)" SIGN_KEY="$(SIGN_KEY)" SIGN_CERT="$(SIGN_CERT)" \
+	  bash scripts/deb-modules.sh
 
 rust-metadata:
 	scripts/rust-metadata.sh $(if $(KVER),$(KVER),--kdir $(KDIR))

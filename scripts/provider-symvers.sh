@@ -11,7 +11,9 @@
 #   provider-symvers.sh explain KVER   per provider, one line: which module or
 #                                      file its CRCs come from, and why
 #   provider-symvers.sh check KVER [KO]  does KO (default: the nvidia_peermem
-#                                      modprobe loads for KVER) carry the CRCs
+#                                      modprobe loads for KVER; or a FILE.versions,
+#                                      what deb-modules.sh records of a build)
+#                                      carry the CRCs
 #                                      the installed providers export?  exit 0
 #                                      yes, 1 no (one line per difference),
 #                                      2 cannot tell (one line why), 3 a
@@ -294,13 +296,22 @@ check)
   fi
   [ -r "$ko" ] || { echo "$ko: no such module file"; exit 2; }
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-  case $ko in
-    *.zst) zstd -dcq < "$ko" > "$tmp/m.ko";; *.xz) xz -dc < "$ko" > "$tmp/m.ko";; *.gz) gzip -dc < "$ko" > "$tmp/m.ko";;
-    *) cp "$ko" "$tmp/m.ko";;
-  esac
-  binding=$(modinfo -F binding "$tmp/m.ko" 2> /dev/null || true)
+  if [ "${ko##*.}" = versions ]; then
+    # What a module was built against, without the module (the preinst of a
+    # binary package, scripts/deb-modules.sh): "module NAME", "binding ..."
+    # and the module's __versions lines ("CRC<TAB>SYMBOL").
+    binding=$(sed -n 's/^binding //p' "$ko")
+    built=$(grep -E '^0x[0-9a-fA-F]+[[:space:]]' "$ko" || true)
+    name=$(sed -n 's/^module //p' "$ko"); ko=${name:-$ko}
+  else
+    case $ko in
+      *.zst) zstd -dcq < "$ko" > "$tmp/m.ko";; *.xz) xz -dc < "$ko" > "$tmp/m.ko";; *.gz) gzip -dc < "$ko" > "$tmp/m.ko";;
+      *) cp "$ko" "$tmp/m.ko";;
+    esac
+    binding=$(modinfo -F binding "$tmp/m.ko" 2> /dev/null || true)
+    built=$(modprobe --dump-modversions "$tmp/m.ko" 2> /dev/null || true)
+  fi
   [ -n "$binding" ] || { echo "$ko is not a peermem-rs build (no binding in modinfo)"; exit 2; }
-  built=$(modprobe --dump-modversions "$tmp/m.ko" 2> /dev/null || true)
   OUTDIR=$tmp/gen stale=0 gone=0
   for what in core nvidia; do
     if [ $what = core ]; then sym=$CORE_SYM; else sym=$NV_SYM; fi

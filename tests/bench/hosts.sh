@@ -33,6 +33,10 @@
 #                  the prebuilt core (another build) in place of the DKMS
 #                  one (NVIDIA's disagrees about ib_register_peer_memory_client);
 #                  each also staged as <layout>-nvidia, without peermem-rs.
+#   fleet, fleet-other  build once, deploy to a fleet (hosts-fleet.inc):
+#                  make deb-modules in a builder view, its package on a node
+#                  view without the toolchain, and refused on a node whose
+#                  NVIDIA driver is another build.
 # The modules each layout ends with are staged under <stage>/hosts/<layout>/
 # (lib/modules/KVER/..., as modprobe -d reads them) for the VM case
 # host-layouts, which loads them with no override.
@@ -209,6 +213,11 @@ rebuilt_by() {
   check "$1: ... its trigger rebuilt peermem-rs for $KVER, saying why" \
     grep -qE "^peermem-rs: $(qre "$KVER"): stale: $3: .* was built against CRC $4, but .*$(qre "$6") \(the module modprobe loads\) exports $5" <<< "$out"
 }
+
+# --- Build once, deploy to a fleet (issue 33) ------------------------------
+. "$BENCH/hosts-fleet.inc"
+# (HOSTS_ONLY=fleet: a bench knob, to work on the fleet views alone)
+[ "${HOSTS_ONLY:-}" != fleet ] || { echo "$VERSION" > "$ROOT$H/ready"; exit $((nfail > 0)); }
 
 # --- Ubuntu 26.04 -----------------------------------------------------------
 ubuntu_layout() {

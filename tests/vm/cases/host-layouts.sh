@@ -11,6 +11,7 @@
 # the host without peermem-rs, refused with EINVAL -- a stub (doca-dkms),
 # a CRC mismatch (doca-mixed) --, loading where its CRCs are right
 # (doca-fixed), and peermem-rs on the same hosts, loaded and registering.
+# And the fleet node's binary package (issue 33, hosts-fleet.inc).
 # Skips where hosts.sh did not run (the Debian kernels: no symbol versions).
 . "${vmstage:-/peermem}/vm/lib.sh"
 . "$CASES/module-common.inc"
@@ -86,4 +87,7 @@ layout doca-dkms modprobe -d "$HL/doca-dkms" nvidia_peermem
 nvidia doca-fixed
 nvidia doca-mixed 'nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client'
 layout doca-mixed modprobe -d "$HL/doca-mixed" nvidia_peermem
+# Build once, deploy to a fleet: the signed binary package (make
+# deb-modules) as a node without the toolchain installed it.
+layout fleet modprobe -d "$HL/fleet" nvidia_peermem
 finish
