@@ -488,10 +488,10 @@ plants_for() {
 }
 
 # perftest with CUDA (tests/bench/perftest-cuda.sh: cached, then staged) for
-# a VM whose cases run it (perftest-cuda, hwtest, nvpm-perftest, demo),
+# a VM whose cases run it (perftest-cuda, perftest-big, hwtest, nvpm-perftest, demo),
 # before it boots.  make test's perftest boot builds it in the background
 # lane instead (perftest_boot), where no foreground case needs it.
-runs_perftest() { [[ ",$1," =~ ,(perftest-cuda|hwtest|demo|nvpm-perftest), ]]; }
+runs_perftest() { [[ ",$1," =~ ,(perftest-cuda|perftest-big|hwtest|demo|nvpm-perftest), ]]; }
 # The perftest boot's cases: those of tests/vm/suite.list (taken out of
 # that kernel's own boot by cases_for), then NVIDIA's control.
 PERFTEST_SUITE_CASES=perftest-cuda,hwtest

@@ -24,7 +24,7 @@ const VA_END: u64 = 0x0000_6000_0000_0000;
 /// Gap between two allocations (so an off-by-one range is in no allocation).
 const VA_GAP: u64 = 2 << 20;
 /// The largest single allocation backed by real pages, and a sparse one.
-const MAX_ALLOC: u64 = 1 << 30;
+const MAX_ALLOC: u64 = 4 << 30;
 const MAX_SPARSE_ALLOC: u64 = 256 << 30;
 /// Fault injection sites, as in `struct nvsim_fault`.
 pub(crate) const FAULT_SITES: usize = crate::bindings::NVSIM_FAULT_SITES as usize;
