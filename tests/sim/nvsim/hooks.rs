@@ -38,7 +38,10 @@ pub(crate) enum Site {
     /// not registered yet.
     GetPages = NVSIM_HOOK_GET_PAGES as isize,
     /// get_pages after registering the free callback, before it returns:
-    /// the callback runs before the caller has the table.
+    /// the callback runs before the caller has the table, and the get is
+    /// held for the hook's whole wait (the driver holds nothing there: a
+    /// thread preempted on its way out), while the process's other threads
+    /// run and allocate what the callback freed.
     GetPagesReturn = NVSIM_HOOK_GET_PAGES_RETURN as isize,
 }
 
@@ -145,10 +148,14 @@ pub(crate) fn fire(site: Site, owner: u32, va: u64) {
         }
         sys::msleep(2);
     };
-    if matches!(site, Site::Put | Site::MapPrologue | Site::MapEpilogue) {
+    if matches!(
+        site,
+        Site::Put | Site::MapPrologue | Site::MapEpilogue | Site::GetPagesReturn
+    ) {
         // Held until the whole wait passed: other threads of the process
         // pin meanwhile (the table the free released is free to reuse, and
-        // the driver knows the call's table by its address alone).
+        // the driver knows the call's table by its address alone; after
+        // get_pages_return, what the client's callback freed is too).
         while sys::msecs_since(t0) < u64::from(wait_ms) {
             sys::msleep(2);
         }
