@@ -354,7 +354,7 @@ control_said() {
   grep -q "VMCASE-END $2 " <<< "$section" || echo "    (no VMCASE-END $2 line: the VM died or its console split the line)"
 }
 selfcheck() { # selfcheck KVER: judge the controls (booting them first unless started)
-  local k=$1 out=$RESULTS/selfcheck-$1.out name re
+  local k=$1 out=$RESULTS/selfcheck-$1.out
   echo "-- $k: negative controls (each must be caught)"
   # make test boots them in the background lane, which has ended by now.
   [ -n "${SC_IN_LANE:-}" ] || selfcheck_boot "$k"
@@ -362,15 +362,21 @@ selfcheck() { # selfcheck KVER: judge the controls (booting them first unless st
   echo "-- $k: host layouts (tests/bench/hosts.sh, then host-layouts in that boot)"
   grep -E '^(ok|FAIL) |^    \|' "$RESULTS/hosts-$k.out" || true
   if [ -f "$RESULTS/hosts-$k.counts" ]; then judge_host_layouts "$out" "$k"; else echo "FAIL - hosts.sh did not run"; record fail "$k:hosts"; fi
+  judge_controls "$out" "$k" selfcheck "$TOP/tests/vm/selfcheck.list"
+}
+# judge_controls CONSOLE KVER TAG LIST -- each negative control of LIST
+# (name<TAB>ERE) must have failed in that boot, its section showing ERE.
+judge_controls() {
+  local out=$1 k=$2 tag=$3 name re
   while IFS=$'\t' read -r name re; do
     case "$name" in ''|'#'*) continue;; esac
     if case_failed_for "$out" "$name" "$re"; then
-      echo "ok   - control $name was caught ($re)"; record pass "selfcheck:$name"
+      echo "ok   - control $name was caught ($re)"; record pass "$tag:$name"
     else
-      echo "FAIL - control $name was NOT caught by the bench (wanted: $re)"; record fail "$k:selfcheck:$name"
+      echo "FAIL - control $name was NOT caught by the bench (wanted: $re)"; record fail "$k:$tag:$name"
       control_said "$out" "$name"
     fi
-  done < "$TOP/tests/vm/selfcheck.list"
+  done < "$4"
 }
 # The control (tests/vm/nvpm.list): NVIDIA's own nvidia-peermem through the
 # nvpm-* cases, in a boot of its own, each case judged by what its source
@@ -541,16 +547,7 @@ collect_perftest_boot() {
   fi
   RESULTS=$RESULTS/perftest collect_vm "$k" || true
   echo "-- $k: the IOMMU configuration's negative controls (each must be caught)"
-  local name re out=$RESULTS/perftest/vm-$k.out
-  while IFS=$'\t' read -r name re; do
-    case "$name" in ''|'#'*) continue;; esac
-    if case_failed_for "$out" "$name" "$re"; then
-      echo "ok   - control $name was caught ($re)"; record pass "iommu-control:$name"
-    else
-      echo "FAIL - control $name was NOT caught behind the IOMMU (wanted: $re)"; record fail "$k:iommu-control:$name"
-      control_said "$out" "$name"
-    fi
-  done < "$TOP/tests/vm/iommu-controls.list"
+  judge_controls "$RESULTS/perftest/vm-$k.out" "$k" iommu-control "$TOP/tests/vm/iommu-controls.list"
 }
 
 # One kernel: prepare, build, (DKMS install), boot the VM with the cases.
