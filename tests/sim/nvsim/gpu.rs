@@ -173,15 +173,25 @@ impl GpuState {
         Err(sys::err(f.err))
     }
 
-    /// Frees the memory of an allocation nobody can reach any more.
+    /// Frees the memory of an allocation nobody can reach any more.  What
+    /// the neighbour's late puts released of it is forgotten with it: its
+    /// pages go back to the kernel, and a later allocation that gets them
+    /// is not the neighbour's harm.
     pub(crate) fn release_memory_if_unused(&mut self, idx: usize) {
-        if self
+        let Some(a) = self
             .allocs
             .get(idx)
-            .is_some_and(|a| !a.va_live && a.pins == 0 && a.persistent == 0)
+            .filter(|a| !a.va_live && a.pins == 0 && a.persistent == 0)
+        else {
+            return;
+        };
+        while let Some(i) = self
+            .neighbour_runs
+            .find(|&(start, _)| a.mem.page_at(start).is_some())
         {
-            self.allocs.remove(idx);
+            self.neighbour_runs.remove(i);
         }
+        self.allocs.remove(idx);
     }
 
     /// Live pins (both kinds) and mappings.

@@ -177,7 +177,7 @@ impl Fuzz<'_> {
         for (len, va, layout, run) in [
             (0, 0, LAYOUT_CONTIGUOUS, 0),
             (k64 + 1, 0, LAYOUT_CONTIGUOUS, 0),
-            ((1 << 30) + k64, 0, LAYOUT_CONTIGUOUS, 0),
+            ((4 << 30) + k64, 0, LAYOUT_CONTIGUOUS, 0),
             ((256 << 30) + k64, 0, LAYOUT_SPARSE, 0),
             (k64, 0, 7, 0),
             (k64, 0, LAYOUT_FRAGMENTED, 0),
