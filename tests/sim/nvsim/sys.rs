@@ -398,11 +398,12 @@ impl BarMapping {
             return Err(EINVAL);
         }
         let mut dma = 0u64;
-        // SAFETY: `peer` is the `struct pci_dev` a client passed to
-        // dma_map_pages, live for the call (the API's contract) and checked
-        // to be on the PCI bus; `dma` is a writable u64.  On success the glue
-        // took its own reference, which `drop` puts.
-        if !unsafe { b::nvsim_glue_dma_map_bar(peer.as_ptr(), phys, len, &mut dma) } {
+        // On success the glue took its own reference to `peer`, which `drop`
+        // puts.
+        // SAFETY: `peer` is the pci_dev a client passed to dma_map_pages,
+        // live for the call (the API's contract); `dma` is a writable u64.
+        let mapped = unsafe { b::nvsim_glue_dma_map_bar(peer.as_ptr(), phys, len, &mut dma) };
+        if !mapped {
             return Err(EIO);
         }
         Ok(Self { peer, dma, len })
