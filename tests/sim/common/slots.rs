@@ -20,14 +20,26 @@ impl<T> Slots<T> {
 
     /// Stores `t` in the first free slot and returns its index.
     pub(crate) fn insert(&mut self, t: T) -> Result<usize> {
+        self.insert_or_return(t).map_err(|_| ENOMEM)
+    }
+
+    /// Stores `t` in the first free slot and returns its index, or hands
+    /// `t` back when there is no room for it.
+    pub(crate) fn insert_or_return(&mut self, t: T) -> core::result::Result<usize, T> {
         if let Some(i) = self.v.iter().position(|e| e.is_none()) {
             if let Some(slot) = self.v.get_mut(i) {
                 *slot = Some(t);
                 return Ok(i);
             }
         }
-        self.v.push(Some(t), GFP_KERNEL)?;
-        Ok(self.v.len() - 1)
+        if self.v.reserve(1, GFP_KERNEL).is_err() {
+            return Err(t);
+        }
+        match self.v.push_within_capacity(Some(t)) {
+            Ok(()) => Ok(self.v.len() - 1),
+            // Reserved just above: not reached, but `t` goes back if it is.
+            Err(e) => e.0.map_or(Ok(0), Err),
+        }
     }
 
     /// Takes the entry at `i` out of the table.

@@ -141,6 +141,9 @@ pub(crate) struct GpuState {
     /// released by a late put (pin.rs): a client's registration still
     /// mapping them is the neighbour's harm (`dma_live` answers ESTALE).
     pub(crate) neighbour_runs: Slots<(u64, u64)>,
+    /// The memory of freed allocations those runs lie in, kept until unload
+    /// (`release_memory_if_unused`).
+    pub(crate) neighbour_memory: Slots<Memory>,
 }
 
 impl GpuState {
@@ -160,6 +163,7 @@ impl GpuState {
             hooks: crate::hooks::Armed::new(),
             orphan_maps: Slots::new(),
             neighbour_runs: Slots::new(),
+            neighbour_memory: Slots::new(),
         }
     }
 
@@ -173,25 +177,42 @@ impl GpuState {
         Err(sys::err(f.err))
     }
 
-    /// Frees the memory of an allocation nobody can reach any more.  What
-    /// the neighbour's late puts released of it is forgotten with it: its
-    /// pages go back to the kernel, and a later allocation that gets them
-    /// is not the neighbour's harm.
+    /// Frees the memory of an allocation nobody can reach any more.  Memory
+    /// that pins the neighbour's late puts released lie in stays out of the
+    /// kernel's hands until unload (`neighbour_memory`): a registration
+    /// still mapping it is the neighbour's harm whenever the core checks it
+    /// (before or after this free), and no later allocation can get its
+    /// pages and be taken for the neighbour's.  The pages are reachable by
+    /// no DMA either way (`bar_access` answers only live pinned memory).
     pub(crate) fn release_memory_if_unused(&mut self, idx: usize) {
-        let Some(a) = self
+        if !self
             .allocs
             .get(idx)
-            .filter(|a| !a.va_live && a.pins == 0 && a.persistent == 0)
-        else {
+            .is_some_and(|a| !a.va_live && a.pins == 0 && a.persistent == 0)
+        {
+            return;
+        }
+        let Some(a) = self.allocs.remove(idx) else {
             return;
         };
-        while let Some(i) = self
+        let released = self
             .neighbour_runs
             .find(|&(start, _)| a.mem.page_at(start).is_some())
-        {
-            self.neighbour_runs.remove(i);
+            .is_some();
+        if released {
+            if let Err(mem) = self.neighbour_memory.insert_or_return(a.mem) {
+                // No room to keep it: forget its runs, so that a later
+                // allocation on its pages is not taken for the neighbour's
+                // (a registration still mapping them is then reported as
+                // the client's dma_after_free: harsher).
+                while let Some(i) = self
+                    .neighbour_runs
+                    .find(|&(start, _)| mem.page_at(start).is_some())
+                {
+                    self.neighbour_runs.remove(i);
+                }
+            }
         }
-        self.allocs.remove(idx);
     }
 
     /// Live pins (both kinds) and mappings.
@@ -325,6 +346,7 @@ impl StateGuard<'_> {
         }
         drop(self.orphan_maps.take_all());
         drop(self.neighbour_runs.take_all());
+        drop(self.neighbour_memory.take_all());
         drop(self.maps.take_all());
         drop(self.pins.take_all());
         drop(self.retired.take_all());

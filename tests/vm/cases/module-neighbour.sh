@@ -49,6 +49,20 @@ check "... reported as our late put releasing another pin (put_released_other_pi
   test "$(gpu_get violation.put_released_other_pin)" = 1
 check "... and the second MR's DMA finding its pages gone (dma_after_free=1)" \
   test "$(core_get violation.dma_after_free)" = 1
+# The first race again, but the memory is freed before anything checks our
+# registration: the free's sweep is the first to see it still mapped with
+# its pin gone, and the pages are no longer the driver's.  Still the
+# neighbour's harm, whenever it is seen (nvsim keeps that memory out of the
+# kernel's hands until unload); before that was so, the sweep counted it as
+# our dma_after_free (the stress campaign's --neighbour hit it once in CI).
+n0=$(gpu_get neighbour_released_pins); d0=$(core_get dma_after_neighbour_put); f0=$(core_get violation.dma_after_free)
+check "the neighbour's late put releases our pin, then that memory is freed before our deregistration" \
+  sim_run "A=gpu alloc 1M --at 0x580000000000; B=gpu alloc 1M; write /dev/sim_neighbour pin:0x580000000000:0x100000; gpu hook put 1 1500; & ? write /dev/sim_neighbour put; sleep 300; H=core reg \$B 1M; wait; gpu get neighbour_released_pins; gpu free \$B; core dereg \$H"
+check "... it released our pin (neighbour_released_pins: $n0, then +1)" \
+  test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | head -n 1)" = "$((n0 + 1))"
+check "... the free's sweep counted the neighbour's harm (dma_after_neighbour_put: $d0, then +1)" \
+  test "$(core_get dma_after_neighbour_put)" = "$((d0 + 1))"
+check "... not our dma_after_free (stays $f0)" test "$(core_get violation.dma_after_free)" = "$f0"
 # The dma_map direction: our dma_map_pages held after a cudaFree freed its
 # table, while the neighbour pins other memory.  The neighbour's pin gets the
 # freed table's address (reuse_freed) and no gate of ours holds it back, so
