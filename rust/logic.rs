@@ -7,9 +7,9 @@
 #[expect(unreachable_pub)]
 #[path = "logic/coalesce.rs"]
 pub(crate) mod coalesce;
-#[expect(unreachable_pub, dead_code)]
-#[path = "logic/gate.rs"]
-pub(crate) mod gate;
+#[expect(unreachable_pub)]
+#[path = "logic/fence.rs"]
+pub(crate) mod fence;
 #[expect(unreachable_pub)]
 #[path = "logic/histogram.rs"]
 pub(crate) mod histogram;

@@ -29,6 +29,7 @@ pub(crate) use api::{is_enotsupp, Missing, NvidiaP2p, Unpin};
 pub(crate) use mapping::PciDev;
 use mapping::{DmaMapping, MapArgs, UnmapArgs};
 pub(crate) use pins::{Adopt, Pins};
+pub(crate) use probe::Reach;
 pub(crate) use registry::{Armed, PinId, Registry, Revocable};
 pub(crate) use table::PageTable;
 

@@ -17,18 +17,20 @@
 
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, Mutex};
-use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
+use kernel::workqueue::{impl_has_work, Work, WorkItem};
 
 use crate::client::{Active, ClientTable, PeerMemoryClient};
 use crate::glue::{self, pr_err_ratelimited, pr_warn_ratelimited, ModuleRef};
-use crate::logic::range::{GpuRange, RangeError, GPU_PAGE_SIZE};
+use crate::logic::fence::CallTicket;
+use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::logic::state::{Action, Refusal, State};
-use crate::nvidia::{is_enotsupp, Adopt, NvidiaP2p, PinId, Pins, Registry, Revocable};
+use crate::nvidia::{is_enotsupp, NvidiaP2p, PinId, Pins, Registry, Revocable};
 use crate::peer_core::Invalidator;
-use crate::pin_gate::PinGate;
+use crate::pin_fence::PinFence;
 use crate::sg::{DmaDevice, OwnedSgTable, SgTable};
 use crate::stats::{ErrorKind, STATS};
 
+mod acquire;
 mod unpin;
 
 /// How GPU memory is pinned.
@@ -53,9 +55,10 @@ impl Mode {
 
 /// The module-wide client: the NVIDIA API, the mode, (invalidate mode) the
 /// core's invalidate entry point, known before the client serves any
-/// registration (rust/driver.rs), the gate that keeps our revocable
-/// pins and puts apart (rust/logic/gate.rs), and the registry of the
-/// revocable pins that may call back (rust/nvidia/registry.rs).
+/// registration (rust/driver.rs), the fence that finds the pins a late
+/// put or map of ours may have reached (rust/logic/fence.rs), and the
+/// registry of the revocable pins that may call back
+/// (rust/nvidia/registry.rs).
 #[pin_data]
 pub(crate) struct Client {
     nvidia: NvidiaP2p,
@@ -63,7 +66,7 @@ pub(crate) struct Client {
     name: &'static str,
     invalidator: Option<Invalidator>,
     #[pin]
-    gate: PinGate,
+    fence: PinFence,
     #[pin]
     registry: Registry<PeerMr>,
 }
@@ -82,7 +85,7 @@ impl Client {
                 mode,
                 name,
                 invalidator,
-                gate <- PinGate::new(),
+                fence <- PinFence::new(),
                 registry <- Registry::new(),
             }),
             GFP_KERNEL,
@@ -101,6 +104,9 @@ struct Inner {
     core_context: Option<u64>,
     /// An error from pinning, reported by `get_pages` (see `acquire`).
     pin_error: Option<Error>,
+    /// A put or map of the revocable pin in the driver: what the free
+    /// callback marks late in the client's fence.
+    call: Option<CallTicket>,
 }
 
 /// One MR served by us.
@@ -155,116 +161,6 @@ impl PeerMr {
         crate::compat::eopnotsupp()
     }
 
-    /// Pins and claims `[addr, addr + size)` if it is GPU memory of the
-    /// calling process.
-    fn acquire(client: Arc<Client>, addr: u64, size: u64) -> Result<Option<Arc<Self>>> {
-        let range = match GpuRange::covering(addr, size) {
-            Ok(r) => r,
-            Err(RangeError::Empty | RangeError::Overflow) => {
-                STATS.declined();
-                return Ok(None);
-            }
-        };
-        let module = ModuleRef::get()?;
-        let id = client.registry.new_id();
-        let reg = Arc::pin_init(
-            pin_init!(PeerMr {
-                client,
-                addr,
-                size,
-                range,
-                id,
-                inner <- Pins::new_locked(|pins| Inner {
-                    // Pinned from before the pin call: a free callback that
-                    // arrives before we look at the result revokes it.
-                    state: State::Pinned,
-                    pins,
-                    sg: None,
-                    core_context: None,
-                    pin_error: None,
-                }),
-                let_go <- new_work!("peermem_rs::PeerMr::let_go"),
-                _module: module,
-            }),
-            GFP_KERNEL,
-        )?;
-        let t0 = glue::now_ns();
-        let pinned = match reg.client.mode {
-            Mode::Invalidate => {
-                // Registered from before the pin call, so a callback
-                // arriving at any time finds it.  No put of ours is in
-                // flight meanwhile: none can name the table the driver
-                // gives us (see rust/logic/gate.rs).
-                let client = &reg.client;
-                let armed = client.registry.arm(id, reg.clone())?;
-                client
-                    .gate
-                    .pin(|_| client.nvidia.pin_revocable(&range, armed))
-                    .map_err(|(e, maybe_armed)| {
-                        if !maybe_armed {
-                            drop(client.registry.take(id));
-                        }
-                        e
-                    })
-            }
-            Mode::Persistent => reg.client.nvidia.pin_persistent(&range),
-        };
-        let pin_ns = glue::now_ns().saturating_sub(t0);
-        let table = match pinned {
-            Ok(table) => {
-                STATS.pinned(range.len(), pin_ns);
-                table
-            }
-            // Not GPU memory (or not this process's): not ours.
-            Err(e) if e == EINVAL => {
-                STATS.declined();
-                return Ok(None);
-            }
-            // GPU memory the driver would not pin: claim it so that the
-            // error reaches the caller from get_pages (an acquire error
-            // would only read "not mine").
-            Err(e) => {
-                STATS.error(ErrorKind::Pin);
-                let e = reg.driver_error(e);
-                let mut inner = reg.inner.lock();
-                inner.pin_error = Some(e);
-                inner.state.pin_failed();
-                drop(inner);
-                STATS.claimed();
-                return Ok(Some(reg));
-            }
-        };
-        let adopted = reg.inner.lock().pins.adopt(table, &range);
-        match adopted {
-            Ok(()) => {
-                STATS.claimed();
-                Ok(Some(reg))
-            }
-            Err(Adopt::Freed(table)) => {
-                // cudaFree raced with the pin: the driver owns the table,
-                // and the callback took the registry's reference.
-                table.forget();
-                STATS.error(ErrorKind::Revoked);
-                Ok(None)
-            }
-            Err(Adopt::Unsupported(table, why)) => {
-                pr_err_ratelimited!(
-                    "refusing a pin of {} bytes: {}\n",
-                    size,
-                    format_args!("{why}")
-                );
-                STATS.error(ErrorKind::Unsupported);
-                if reg.inner.lock().state.unusable() {
-                    reg.finish_unpin(table);
-                } else {
-                    // Revoked meanwhile: the table is the driver's.
-                    table.forget();
-                }
-                Ok(None)
-            }
-        }
-    }
-
     fn get_pages(&self, addr: u64, size: u64, core_context: u64) -> Result {
         if addr != self.addr || size != self.size {
             return Err(Self::fail(ErrorKind::OutOfOrder, EINVAL));
@@ -304,16 +200,22 @@ impl PeerMr {
             }
         };
         // A revocable pin's table may be freed by its callback during the
-        // call: no pin of ours may be given its address meanwhile (the
-        // gate), or the driver would map that pin for us.
+        // call: the call is recorded in the fence, so that the callback
+        // marks it late and a pin of ours given the table's address
+        // meanwhile (the driver would link the mapping into it) is redone.
         let mapped = match self.client.mode {
-            Mode::Invalidate => self.client.gate.use_table(|gate| {
+            Mode::Invalidate => self.client.fence.table_call(table.addr(), |call| {
+                let mut inner = self.inner.lock();
                 // The callback may have run while the map waited at the
-                // gate: then the table is freed, and is not passed on.
-                if self.inner.lock().state != State::Mapping {
+                // fence: then the table is freed, and is not passed on.
+                if inner.state != State::Mapping {
                     return None;
                 }
-                Some(self.client.nvidia.dma_map(peer, table, Some(gate)))
+                inner.call = Some(call.ticket());
+                drop(inner);
+                let mapped = self.client.nvidia.dma_map(peer, table, Some(call));
+                self.inner.lock().call = None;
+                Some(mapped)
             }),
             Mode::Persistent => Some(self.client.nvidia.dma_map(peer, table, None)),
         };
@@ -405,7 +307,13 @@ impl PeerMr {
         let action = inner.state.free_callback();
         inner.pins.revoke();
         let core_context = inner.core_context;
+        let call = inner.call.take();
         drop(inner);
+        // A put or map of this pin in the driver arrives after the driver
+        // freed the table: late (rust/logic/fence.rs).
+        if let Some(call) = call {
+            self.client.fence.mark_late(call);
+        }
         let Ok(action) = action else {
             // A free callback for a pin we released (or never had): the
             // driver broke its contract, or a put we took for a release

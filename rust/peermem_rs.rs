@@ -16,7 +16,7 @@ mod logic;
 mod nvidia;
 mod peer_core;
 mod peer_mr;
-mod pin_gate;
+mod pin_fence;
 mod sg;
 mod stats;
 

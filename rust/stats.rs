@@ -58,7 +58,8 @@ pub(crate) struct Stats {
     sg_after: Atomic<u64>,
     sg_tables: Atomic<u64>,
     orphaned: Atomic<u64>,
-    gate_waits: Atomic<u64>,
+    fence_waits: Atomic<u64>,
+    pins_redone: Atomic<u64>,
     stale_puts_skipped: Atomic<u64>,
     errors: [Atomic<u64>; ERROR_KINDS],
     pin_time: [Atomic<u64>; histogram::BUCKETS],
@@ -79,7 +80,8 @@ impl Stats {
             sg_after: Atomic::new(0),
             sg_tables: Atomic::new(0),
             orphaned: Atomic::new(0),
-            gate_waits: Atomic::new(0),
+            fence_waits: Atomic::new(0),
+            pins_redone: Atomic::new(0),
             stale_puts_skipped: Atomic::new(0),
             errors: [const { Atomic::new(0) }; ERROR_KINDS],
             pin_time: [const { Atomic::new(0) }; histogram::BUCKETS],
@@ -144,12 +146,17 @@ impl Stats {
         self.orphaned.fetch_sub(1, Relaxed);
     }
 
-    /// A revocable pin or put waited at the pin/put gate.
-    pub(crate) fn gate_waited(&self) {
-        self.gate_waits.add(1, Relaxed);
+    /// A revocable pin, put or map, or a probe, waited at the fence.
+    pub(crate) fn fence_waited(&self) {
+        self.fence_waits.add(1, Relaxed);
     }
 
-    /// A put that waited at the gate found its pin revoked meanwhile: the
+    /// A pin a late call of ours may have reached was put and made anew.
+    pub(crate) fn pin_redone(&self) {
+        self.pins_redone.add(1, Relaxed);
+    }
+
+    /// A put found its pin revoked before it could call the driver: the
     /// table was the driver's, and no put was made.
     pub(crate) fn stale_put_skipped(&self) {
         self.stale_puts_skipped.add(1, Relaxed);
@@ -188,7 +195,8 @@ impl Stats {
         )?;
         writeln!(w, "sg_tables {}", self.sg_tables.load(Relaxed))?;
         writeln!(w, "orphaned_pins {}", self.orphaned.load(Relaxed))?;
-        writeln!(w, "gate_waits {}", self.gate_waits.load(Relaxed))?;
+        writeln!(w, "fence_waits {}", self.fence_waits.load(Relaxed))?;
+        writeln!(w, "pins_redone {}", self.pins_redone.load(Relaxed))?;
         writeln!(
             w,
             "stale_puts_skipped {}",

@@ -5,12 +5,12 @@
 //! Each file is compiled twice: into the kernel module (rust/logic.rs
 //! includes them with `#[path]`) and into this host crate, so `cargo test`
 //! covers range math, SG coalescing, version rules, the registration
-//! state machine and the pin/put gate.
+//! state machine and the fence of late driver calls.
 
 #![no_std]
 
 pub mod coalesce;
-pub mod gate;
+pub mod fence;
 pub mod histogram;
 pub mod range;
 pub mod state;

@@ -12,7 +12,7 @@ use crate::bindings::{
     glue, nvidia_p2p_dma_mapping, nvidia_p2p_page_table, pci_dev, NVIDIA_P2P_FLAGS_DEFAULT,
 };
 use crate::logic::range::GpuRange;
-use crate::pin_gate::TableSide;
+use crate::pin_fence::InFence;
 
 use super::{Armed, DmaMapping, FreeCallback, MapArgs, PageTable, PciDev, UnmapArgs};
 
@@ -197,10 +197,10 @@ impl NvidiaP2p {
 
     /// DMA-maps a pinned page table for the peer PCI device `peer`.
     ///
-    /// The table of a revocable pin is mapped only on the table side of the
-    /// client's pin gate (`gate`; `EINVAL` without it), so that no pin of
-    /// ours can be handed its address should the driver free it during the
-    /// call.
+    /// The map of a revocable pin's table is recorded in the client's fence
+    /// (`fence`; `EINVAL` without it), so that its free callback can mark
+    /// it late, and a pin of ours handed the table's address should the
+    /// driver free it during the call is redone (rust/logic/fence.rs).
     ///
     /// Accepted race: this is the one window the API gives a revocable pin
     /// no way to close.  The driver reads the table before it takes its
@@ -212,17 +212,17 @@ impl NvidiaP2p {
         &self,
         peer: PciDev,
         table: MapArgs,
-        gate: Option<&TableSide<'_>>,
+        fence: Option<&InFence<'_>>,
     ) -> Result<DmaMapping> {
-        if table.revocable && gate.is_none() {
+        if table.revocable && fence.is_none() {
             return Err(EINVAL);
         }
         let mut mapping: *mut nvidia_p2p_dma_mapping = ptr::null_mut();
         // `table` was a live pin when taken from `Pins`; the driver keeps a
         // persistent pin's table valid until our put, and a revocable one's
         // until its free callback returned, which may happen during this
-        // call: the accepted race documented above.  The gate (checked)
-        // keeps that race from reaching a pin of ours.
+        // call: the accepted race documented above.  The fence (checked)
+        // keeps that race from reaching a pin of ours that is used.
         // SAFETY: `peer` is a live PCI device (PciDev invariant), `mapping`
         // an out pointer, `table` as above.
         let rc = unsafe { (self.dma_map_pages)(peer.0.as_ptr(), table.ptr.as_ptr(), &mut mapping) };

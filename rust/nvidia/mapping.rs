@@ -23,6 +23,13 @@ pub(crate) struct MapArgs {
     pub(super) revocable: bool,
 }
 
+impl MapArgs {
+    /// The table's address (see [`super::PageTable::addr`]).
+    pub(crate) fn addr(&self) -> usize {
+        self.ptr.as_ptr().addr()
+    }
+}
+
 /// What `dma_unmap_pages` needs: a persistent pin's mapping and its page
 /// table (a revocable pin's mapping goes with its put: rust/logic/state.rs).
 ///

@@ -29,7 +29,7 @@ use kernel::time::{delay::fsleep, Delta};
 
 use crate::glue::{self, pr_warn_ratelimited, ModuleRef};
 use crate::logic::range::{GpuRange, GPU_PAGE_SIZE};
-use crate::pin_gate::PinGate;
+use crate::pin_fence::PinFence;
 
 use super::{Armed, NvidiaP2p};
 
@@ -55,10 +55,10 @@ impl NvidiaP2p {
     /// Before the put of a revocable pin of `va` (its first GPU page) by
     /// the calling thread: an exiting process probes whether it still
     /// reaches the memory (module docs).
-    pub(crate) fn reach_before_put(&self, va: u64, gate: &PinGate) -> Reach {
+    pub(crate) fn reach_before_put(&self, va: u64, fence: &PinFence) -> Reach {
         if !glue::current_exiting() {
             Reach::Live
-        } else if self.reaches(va, gate) {
+        } else if self.reaches(va, fence) {
             Reach::Reached
         } else {
             Reach::Unreached
@@ -67,14 +67,14 @@ impl NvidiaP2p {
 
     /// Whether the calling process reaches `va` through a P2P object,
     /// retrying a failure that does not say "unreachable" (module docs).
-    fn reaches(&self, va: u64, gate: &PinGate) -> bool {
+    fn reaches(&self, va: u64, fence: &PinFence) -> bool {
         let Ok(range) = GpuRange::covering(va, GPU_PAGE_SIZE) else {
             return false;
         };
         const BACKOFF_MS: [i64; 2] = [10, 100];
         let mut last = EINVAL;
         for try_no in 0..=BACKOFF_MS.len() {
-            match self.probe_once(&range, gate) {
+            match self.probe_once(&range, fence) {
                 Ok(()) => return true,
                 // Asked twice: RM found no P2P object of this process there.
                 Err(e) if e == EINVAL && last == EINVAL && try_no > 0 => return false,
@@ -94,14 +94,15 @@ impl NvidiaP2p {
         false
     }
 
-    /// One probe: pins the GPU page `range` and puts it again, both on the
-    /// pin side of the gate (no other pin of ours can be given its table's
-    /// address meanwhile).  `Ok` when the pin was made.  A probe pin whose
+    /// One probe: pins the GPU page `range` and puts it again, alone in the
+    /// fence (no other pin, put or map of ours is in the driver meanwhile:
+    /// no late call of ours can reach the probe's pin, and its put can
+    /// reach no pin of ours).  `Ok` when the pin was made.  A probe pin whose
     /// release is unknown keeps a module reference for good: its callback
     /// (which does nothing) may still come.
-    fn probe_once(&self, range: &GpuRange, gate: &PinGate) -> Result {
+    fn probe_once(&self, range: &GpuRange, fence: &PinFence) -> Result {
         let module = ModuleRef::get()?;
-        let made = gate.pin(|_| {
+        let made = fence.exclusive(|| {
             let table = self.pin_revocable(range, Armed::probe())?;
             Ok(self.unpin(table).is_ok())
         });

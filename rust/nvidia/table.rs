@@ -53,6 +53,13 @@ impl PageTable {
         self.owner.is_some_and(|o| o == 0 || o != current_process())
     }
 
+    /// The table's address: what the driver finds a revocable pin by, and
+    /// so what a late call of ours names (rust/logic/fence.rs).  Only
+    /// compared.
+    pub(crate) fn addr(&self) -> usize {
+        self.ptr.as_ptr().addr()
+    }
+
     /// The driver freed the memory (free callback): the page table is the
     /// driver's now and must not be touched again.
     pub(crate) fn forget(self) {}

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Releasing a registration's pin: the put from `put_pages` or `release`,
-//! through the pin gate for a revocable pin, and what a failed put leaves.
+//! recorded in the fence for a revocable pin, and what a failed put leaves.
 
 use kernel::time::{delay::fsleep, Delta};
 
 use crate::glue::pr_warn_ratelimited;
 use crate::logic::state::{Action, State};
-use crate::nvidia::{PageTable, Unpin};
+use crate::nvidia::{PageTable, Reach, Unpin};
 use crate::stats::{ErrorKind, STATS};
 
 use super::{Mode, PeerMr};
@@ -50,35 +50,55 @@ impl PeerMr {
         self.finish_unpin(table);
     }
 
-    /// Calls the driver to release `table` (state `Unpinning`).  A revocable
-    /// put passes the client's gate: while it is in the driver no pin of
-    /// ours can be given the table's address should the free callback free
-    /// it meanwhile.  An exiting process first learns whether it still
-    /// reaches the memory (rust/nvidia/probe.rs): what its put's 0 proves.
+    /// Calls the driver to release `table` (state `Unpinning`).  An exiting
+    /// process first learns whether it still reaches the memory
+    /// (rust/nvidia/probe.rs): what its put's 0 proves.
     pub(super) fn finish_unpin(&self, table: PageTable) {
         let client = &self.client;
-        let (unpinned, released) = match client.mode {
-            Mode::Persistent => (self.unpin_persistent(table), true),
+        match client.mode {
+            Mode::Persistent => {
+                let unpinned = self.unpin_persistent(table);
+                self.unpin_done(unpinned, true);
+            }
             Mode::Invalidate => {
                 let reach = client
                     .nvidia
-                    .reach_before_put(self.range.start(), &client.gate);
-                let put = client.gate.use_table(|_| {
-                    // The callback ran while the put waited: the driver
-                    // freed the table, and its address may be another pin's.
-                    if self.inner.lock().state != State::Unpinning {
-                        table.forget();
-                        return None;
-                    }
-                    Some(client.nvidia.unpin(table))
-                });
-                let Some(put) = put else {
-                    STATS.stale_put_skipped();
-                    return;
-                };
-                (put, reach.proves_release())
+                    .reach_before_put(self.range.start(), &client.fence);
+                self.put_revocable(table, reach);
             }
+        }
+    }
+
+    /// The put of a revocable pin, recorded in the client's fence while it
+    /// is in the driver: should the free callback run meanwhile, it marks
+    /// the put late, and a pin of ours given the table's address is redone
+    /// (rust/logic/fence.rs).
+    pub(super) fn put_revocable(&self, table: PageTable, reach: Reach) {
+        let client = &self.client;
+        let put = client.fence.table_call(table.addr(), |call| {
+            let mut inner = self.inner.lock();
+            // The callback ran while the put waited: the driver freed the
+            // table, and its address may be another pin's.
+            if inner.state != State::Unpinning {
+                table.forget();
+                return None;
+            }
+            inner.call = Some(call.ticket());
+            drop(inner);
+            let put = client.nvidia.unpin(table);
+            self.inner.lock().call = None;
+            Some(put)
+        });
+        let Some(put) = put else {
+            STATS.stale_put_skipped();
+            return;
         };
+        self.unpin_done(put, reach.proves_release());
+    }
+
+    /// After the driver's put: `released`, whether its 0 proves a release.
+    fn unpin_done(&self, unpinned: core::result::Result<(), Unpin>, released: bool) {
+        let client = &self.client;
         let mut inner = self.inner.lock();
         if inner.state != State::Unpinning {
             // Revoked meanwhile: the callback settled everything.

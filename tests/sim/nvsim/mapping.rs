@@ -280,6 +280,21 @@ impl StateGuard<'_> {
             let _ = self.orphan_maps.insert(pro.mapping);
             return Ok(Linked::IntoFreed(ptr));
         }
+        // The owner's own map of a pin that holds a mapping linked into it
+        // for another caller's late map: the owner never learnt (a client
+        // that did puts that pin, and its mappings with it, and pins anew).
+        if !pro.raced && self.maps.iter().any(|(_, m)| m.pin == pro.pin && m.raced) {
+            let va = self.pins.get(pro.pin).map_or(0, |p| p.va);
+            violation::report(
+                Kind::MapNewerPinKept,
+                format_args!(
+                    "nvidia_p2p_dma_map_pages of the pin of VA {:#x}, which holds a mapping the \
+                     driver linked into it for a late dma_map_pages of a freed page table at \
+                     its address (map_newer_pin): its owner goes on with it",
+                    va
+                ),
+            );
+        }
         let rec = MapRec {
             mapping: pro.mapping,
             pin: pro.pin,

@@ -362,11 +362,16 @@ impl StateGuard<'_> {
     /// table, its free callback) as if its owner had put it.  The owner
     /// keeps a freed table, and its cudaFree will fence nothing.
     fn put_released_other_pin(&mut self, p: usize, va: u64, table: usize) {
-        let (victim_va, serial, maps, owner, victim_neighbour) = match self.pins.get(p) {
+        let (victim_va, serial, maps, owned_maps, owner, victim_neighbour) = match self.pins.get(p)
+        {
             Some(pin) => (
                 pin.va,
                 pin.serial,
                 self.maps.iter().filter(|(_, m)| m.pin == p).count(),
+                self.maps
+                    .iter()
+                    .filter(|(_, m)| m.pin == p && m.owners())
+                    .count(),
                 self.allocs.get(pin.alloc).map_or(0, |a| a.owner),
                 pin.neighbour,
             ),
@@ -385,6 +390,11 @@ impl StateGuard<'_> {
                 }
             }
         }
+        // A pin its owner has not DMA-mapped yet: no DMA of its can be
+        // live, and an owner that learns of the late put puts it (finding
+        // nothing) and pins anew.  Only its owner's map of it afterwards is
+        // the violation (retired.rs).
+        let unmapped = owned_maps == 0;
         let report = |what: core::fmt::Arguments<'_>| {
             if neighbour {
                 Event::NeighbourReleasedPin.count();
@@ -394,6 +404,12 @@ impl StateGuard<'_> {
                 // what no client can close (README), counted, not blamed.
                 Event::PutReleasedNeighbourPin.count();
                 pr_info!("{} (a pin of the same-process neighbour)\n", what);
+            } else if unmapped {
+                Event::LatePutReleasedUnmappedPin.count();
+                pr_info!(
+                    "{} (not mapped by its owner yet: put_released_other_pin if it maps it)\n",
+                    what
+                );
             } else {
                 violation::report(Kind::PutReleasedOtherPin, what);
             }
@@ -406,5 +422,8 @@ impl StateGuard<'_> {
             va, table, victim_va, serial, owner, maps
         ));
         self.retire_pin(p, Released::ByStalePut);
+        if unmapped && !neighbour && !victim_neighbour {
+            self.mark_unmapped_victim(table);
+        }
     }
 }

@@ -40,6 +40,10 @@ pub(crate) struct Retired {
     at: u64,
     seq: u64,
     releases: u32,
+    /// A pin released by a late put before its owner mapped it
+    /// (`LatePutReleasedUnmappedPin`): the owner's map of it is the
+    /// violation.
+    unmapped_victim: bool,
 }
 
 impl Retired {
@@ -54,6 +58,7 @@ impl Retired {
             at: sys::jiffies(),
             seq,
             releases: 0,
+            unmapped_victim: false,
         }
     }
 }
@@ -81,6 +86,9 @@ pub(crate) enum Stale {
     AfterPut,
     /// Released a second time.
     Twice,
+    /// Mapped by its owner after a late put of another caller released it
+    /// (the owner never learnt).
+    VictimMapped,
 }
 
 /// Where a pointer passed by a client was found.
@@ -119,6 +127,17 @@ impl GpuState {
             .filter(|(_, r)| r.is_table == is_table && r.addr == addr)
             .max_by_key(|(_, r)| r.seq)
             .map(|(i, _)| i)
+    }
+
+    /// Marks the newest released table at `addr` as a pin a late put
+    /// released before its owner mapped it.
+    pub(crate) fn mark_unmapped_victim(&mut self, addr: usize) {
+        if let Some(r) = self
+            .newest_retired(addr, true)
+            .and_then(|i| self.retired.get_mut(i))
+        {
+            r.unmapped_victim = true;
+        }
     }
 
     /// The released page table at `addr` that a put_pages of `va` means.
@@ -167,6 +186,9 @@ impl GpuState {
             return Stale::Twice;
         };
         let verdict = match r.how {
+            Released::ByStalePut if r.unmapped_victim && matches!(call, Call::DmaMapPages) => {
+                Stale::VictimMapped
+            }
             Released::ByStalePut => Stale::Race,
             Released::ByClient if release => Stale::Twice,
             Released::ByClient => Stale::AfterPut,
@@ -233,6 +255,7 @@ fn stale_kind(s: &Stale, release: bool) -> Option<Kind> {
         Stale::AfterPut if release => Some(Kind::DoublePut),
         Stale::AfterPut => Some(Kind::UseAfterPut),
         Stale::Twice => Some(Kind::DoublePut),
+        Stale::VictimMapped => Some(Kind::PutReleasedOtherPin),
     }
 }
 
@@ -262,6 +285,10 @@ impl StateGuard<'_> {
                         let how = match r.how {
                             Released::ByCallback => "the driver after the free callback",
                             Released::ByClient => "the client",
+                            Released::ByStalePut if r.unmapped_victim => {
+                                "another caller's late put_pages before its owner mapped it \
+                                 (put_released_other_pin: the owner goes on with it)"
+                            }
                             Released::ByStalePut => "another client's late put_pages",
                         };
                         (r.addr, how, r.releases, r.va, sys::msecs_since(r.at))

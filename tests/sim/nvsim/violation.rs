@@ -56,7 +56,14 @@ violation_kinds! {
         /// A `put_pages` of a table the driver freed after its free callback,
         /// whose address a newer pin of the same process now has: the driver
         /// finds pins by the table pointer alone and releases that other pin.
+        /// Reported when the pin was DMA-mapped by its owner (its DMA may be
+        /// live), or, for a pin not mapped yet, when its owner maps it
+        /// afterwards (it never learnt).
         PutReleasedOtherPin => c"put_released_other_pin",
+        /// A pin whose owner's DMA map comes while it holds a mapping the
+        /// driver linked into it for a late dma_map_pages of a freed table
+        /// (`map_newer_pin`): its owner never learnt, and goes on with it.
+        MapNewerPinKept => c"map_newer_pin_kept",
     }
 }
 
@@ -178,6 +185,11 @@ counted_events! {
         /// bench's same-process neighbour made at that address (outside
         /// the putter's gate): counted instead of `put_released_other_pin`.
         PutReleasedNeighbourPin => "put_released_neighbour_pin",
+        /// A late put released a newer pin of another caller that its owner
+        /// had not DMA-mapped: a violation (`put_released_other_pin`) only
+        /// if the owner maps it afterwards; an owner that learnt of it puts
+        /// it (the put finds nothing) and pins anew.
+        LatePutReleasedUnmappedPin => "late_put_released_unmapped_pins",
         /// A DMA mapping whose addresses the DMA API remapped (an IOMMU in
         /// front of the peer: IOVAs, not the BAR's bus addresses).
         DmaRemapped => "dma_remapped",

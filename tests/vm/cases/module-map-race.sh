@@ -30,16 +30,23 @@ check "... the raced calls' two mappings (of freed memory) are the driver's leak
 # the map is held after the free would get the freed table's address, and
 # the driver would map that pin (prologue) or link the mapping into it
 # (epilogue) for us -- another registration's memory (sim-races shows the
-# driver's side with a client that has no gate).  Our pin/put gate keeps the
-# second registration's pin out of the driver until the map returned.
+# driver's side with a client that has no fence).  Here the second
+# registration's pin gets that address and the driver goes on with it
+# (map_newer_pin).  Our fence (rust/logic/fence.rs) sees it: the callback
+# marked the map late, and the new pin has its address.  That pin is never
+# handed on: once the late map returned it is put, the driver's mapping
+# with it, and made anew; the simulated driver would report its owner's
+# map of a pin that still holds such a mapping (map_newer_pin_kept).
 for site in map_prologue map_epilogue; do
-  n0=$(gpu_get map_newer_pin); g0=$(pm_stat gate_waits)
+  n0=$(gpu_get map_newer_pin); r0=$(pm_stat pins_redone)
   check "$site held 1.5 s after the free while another thread registers" \
     sim_run "A=gpu alloc 2M; B=gpu alloc 2M; gpu hook $site 1 1500; & !EFAULT core reg \$A 2M; sleep 400; H=core reg \$B 2M; wait; gpu get mappings; core dma-check \$H; core dereg \$H; gpu free \$B"
-  check "... the driver never went on with a newer pin (map_newer_pin stays $n0)" test "$(gpu_get map_newer_pin)" = "$n0"
-  check "... the second registration's pin waited at the gate" test "$(pm_stat gate_waits)" -gt "$g0"
-  check "... its pin held only its own mapping" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 1
+  check "... the driver went on with the newer pin (map_newer_pin: $n0, then +1)" test "$(gpu_get map_newer_pin)" = "$((n0 + 1))"
+  check "... which was put and made anew (pins_redone: $r0, then +1)" test "$(pm_stat pins_redone)" = "$((r0 + 1))"
+  check "... the new pin holds only its own mapping" test "$(grep -xE '[0-9]+' <<< "$SIM_OUT" | paste -sd,)" = 1
 done
+check "... no pin was mapped by its owner while holding the late map's mapping (map_newer_pin_kept=0)" \
+  test "$(gpu_get violation.map_newer_pin_kept)" = 0
 # get_pages pins and registers the free callback in two holds of the
 # driver's lock; a cudaFree in between tears the pin down without a
 # callback and the get fails (EINVAL: not GPU memory any more, declined).

@@ -5,8 +5,8 @@
 # after its callback, our next registration gets the address (kmalloc's
 # LIFO, reuse_freed=1), and the neighbour's put then finds our pin by it and
 # releases it, mappings and all (nv-p2p.c finds revocable pins by table
-# address; nv_p2p_free_page_table frees every mapping).  Our pin/put gate
-# covers our own puts, not a neighbour's.
+# address; nv_p2p_free_page_table frees every mapping).  Our fence covers
+# our own puts and maps, not a neighbour's.
 #
 # mode=invalidate: peermem_rs never DMA-unmaps a revocable pin through the
 # driver (the put releases pin and mappings together), so at deregistration
@@ -65,13 +65,13 @@ check "... the free's sweep counted the neighbour's harm (dma_after_neighbour_pu
 check "... not our dma_after_free (stays $f0)" test "$(core_get violation.dma_after_free)" = "$f0"
 # The dma_map direction: our dma_map_pages held after a cudaFree freed its
 # table, while the neighbour pins other memory.  The neighbour's pin gets the
-# freed table's address (reuse_freed) and no gate of ours holds it back, so
+# freed table's address (reuse_freed) and our fence redoes only our pins, so
 # the driver goes on with it for us: it maps the neighbour's memory
 # (prologue) or links our mapping into its pin (epilogue).  We answer EFAULT
 # and leave the mapping to the driver; the neighbour's put frees it.  The
 # simulated driver counts that as the neighbour's harm
 # (map_newer_neighbour_pin), not as a newer pin of ours (map_newer_pin,
-# which module-map-race shows our gate keeps at 0).  driver_reads=0: should
+# which module-map-race shows our fence undoing).  driver_reads=0: should
 # the neighbour's pin miss the address, the driver's read of the freed table
 # is a failed check here, not a KASAN report for the rest of the boot.  The
 # neighbour pins 1.5 s after our registration started (it must reach the

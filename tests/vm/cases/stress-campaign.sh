@@ -99,12 +99,14 @@ for V in ${VARIANTS//,/ }; do
     # (kept registered, rust/nvidia/registry.rs).
     check "[$V/$mode] no pin left registered once the owners freed their memory (orphaned_pins 0)" test "$(pm_stat orphaned_pins)" = 0
     echo "info [$V/$mode] pids removed from P2P client lists: $(gpu_get client_pids_removed)"
-    # The map hooks hold a call after its free while other threads pin:
-    # the pin/put gate keeps those pins off the freed table's address.  The
-    # neighbour's pins are outside that gate: a map of ours meeting one is
+    # The map and put hooks hold a call after its free while other threads
+    # pin: a pin of ours given the freed table's address is redone by the
+    # fence before anything uses it (a use would be map_newer_pin_kept or
+    # put_released_other_pin: the campaign's violation check).  The
+    # neighbour's pins are outside our fence: a map of ours meeting one is
     # its harm (map_newer_neighbour_pin, README "what no client can close"),
-    # counted apart and reported below, not here.
-    check "[$V/$mode] no map went on with a newer pin of ours (map_newer_pin=0)" test "$(gpu_get map_newer_pin)" = 0
+    # counted apart and reported below.
+    echo "info [$V/$mode] maps and puts of $CLIENT that met a newer pin of $CLIENT: $(gpu_get map_newer_pin), $(gpu_get late_put_released_unmapped_pins); pins redone: $(pm_stat pins_redone)"
     if [ "$NB" = 1 ]; then
       echo "info [$V/$mode] pins of $CLIENT released by the neighbour's puts: $(gpu_get neighbour_released_pins)"
       echo "info [$V/$mode] maps of $CLIENT that met the neighbour's newer pin: $(gpu_get map_newer_neighbour_pin)"
