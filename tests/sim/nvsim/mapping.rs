@@ -120,6 +120,20 @@ impl StateGuard<'_> {
                 // given was freed after its callback, and this newer pin
                 // has its address.
                 let raced = pin.created > entry_seq;
+                // A pin a late put released here before its owner mapped it,
+                // and not put by that owner since: this map may be that
+                // owner's, reaching the newer pin (harsher: reported).
+                if !raced && self.unmapped_victim_pending(table, pin.created) {
+                    violation::report(
+                        Kind::PutReleasedOtherPin,
+                        format_args!(
+                            "nvidia_p2p_dma_map_pages of page table {:#x}: a late put released \
+                             the pin there before its owner mapped it, its owner never put it, \
+                             and a newer pin has the address now: the owner's map reaches that pin",
+                            table
+                        ),
+                    );
+                }
                 let mut pro = self.prologue_of(p, table, peer)?;
                 if raced {
                     self.map_newer_pin(&mut pro, p, "the prologue");

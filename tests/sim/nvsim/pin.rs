@@ -274,6 +274,7 @@ impl StateGuard<'_> {
                     // callback, is a late put of that freed table: the
                     // driver releases this other, live pin.
                     if pin_created > entry_seq || (pin_va != va && self.late_put_of(table, va)) {
+                        self.victim_put(table, va);
                         self.put_released_other_pin(p, va, table);
                         return Ok(());
                     }

@@ -140,6 +140,26 @@ impl GpuState {
         }
     }
 
+    /// Whether a pin a late put released at `addr` before its owner mapped
+    /// it, released before retire sequence `before`, is still unknown to
+    /// its owner (not put since): a map of a newer pin at that address may
+    /// be that owner's map of its released pin.
+    pub(crate) fn unmapped_victim_pending(&self, addr: usize, before: u64) -> bool {
+        self.retired
+            .find(|r| r.is_table && r.addr == addr && r.unmapped_victim && r.seq < before)
+            .is_some()
+    }
+
+    /// A put_pages of the table of `va` at `addr`: if a late put released
+    /// that pin before its owner mapped it, its owner has learnt.
+    pub(crate) fn victim_put(&mut self, addr: usize, va: u64) {
+        for (_, r) in self.retired.iter_mut() {
+            if r.is_table && r.addr == addr && r.va == va {
+                r.unmapped_victim = false;
+            }
+        }
+    }
+
     /// The released page table at `addr` that a put_pages of `va` means.
     /// `None`: that table's record is gone (another table of another VA
     /// was released at the same address since, or the quarantine was
@@ -188,6 +208,12 @@ impl GpuState {
         let verdict = match r.how {
             Released::ByStalePut if r.unmapped_victim && matches!(call, Call::DmaMapPages) => {
                 Stale::VictimMapped
+            }
+            // Its owner learnt of the late put and puts it (finding
+            // nothing): no later map can be its owner's any more.
+            Released::ByStalePut if matches!(call, Call::PutPages) => {
+                r.unmapped_victim = false;
+                Stale::Race
             }
             Released::ByStalePut => Stale::Race,
             Released::ByClient if release => Stale::Twice,
