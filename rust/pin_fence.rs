@@ -88,7 +88,7 @@ impl PinFence {
 
     /// Runs `pin` (a revocable pin call into the driver); `table` tells the
     /// address of the table it got, if any.  A pin waits only while a
-    /// suspect is put or a probe runs.  Returns the pin's result, and a
+    /// suspect is put or is about to be, or a probe runs or waits.  Returns the pin's result, and a
     /// [`Suspect`] if a late call of ours may have reached it.
     pub(crate) fn pin<T>(
         &self,

@@ -164,7 +164,9 @@ impl Fence {
     /// A pin asks to enter the driver: its ticket, or `None` (wait for a
     /// settle, a probe or a free slot, and ask again).
     pub fn pin_begin(&mut self) -> Option<PinTicket> {
-        if self.hold_pins || self.probes_waiting > 0 {
+        // A suspect that only waits for pins in flight goes first: a
+        // stream of pins cannot starve it.
+        if self.hold_pins || self.probes_waiting > 0 || self.suspect_ready() {
             return None;
         }
         let i = self.pins.iter().position(|p| *p == PinSlot::Free)?;
@@ -191,6 +193,18 @@ impl Fence {
                 Verdict::Clean
             }
         }
+    }
+
+    /// Whether a suspect's late calls have all returned (its settle waits
+    /// only for pins in flight).
+    fn suspect_ready(&self) -> bool {
+        self.pins.iter().any(|p| match *p {
+            PinSlot::Suspect { table, .. } => !self
+                .calls
+                .iter()
+                .any(|c| c.used && c.late && c.table == table && c.end.is_none()),
+            _ => false,
+        })
     }
 
     /// A suspect asks to be settled: `true` when it may put its pin now
@@ -416,12 +430,15 @@ mod tests {
         let Verdict::Suspect(s) = f.pin_end(pin, Some(T)) else {
             panic!("not a suspect")
         };
-        f.call_end(map);
         let other = f.pin_begin().unwrap();
+        f.call_end(map);
         assert!(!f.settle_enter(&s));
+        // The suspect now waits only for that pin: new ones wait for it.
+        assert!(f.pin_begin().is_none());
         assert_eq!(f.pin_end(other, Some(U)), Verdict::Clean);
         assert!(f.settle_enter(&s));
         f.settle_done(s);
+        assert!(f.pin_begin().is_some());
     }
 
     #[test]
