@@ -40,16 +40,15 @@ impl PeerMr {
                 return Ok(None);
             }
         };
-        for _ in 1..ATTEMPTS {
-            match Self::try_acquire(client.clone(), addr, size, range, false)? {
-                Attempt::Done(reg) => return Ok(reg),
-                Attempt::Redo => {}
+        for attempt in 1..=ATTEMPTS {
+            let last = attempt == ATTEMPTS;
+            if let Attempt::Done(reg) = Self::try_acquire(client.clone(), addr, size, range, last)?
+            {
+                return Ok(reg);
             }
         }
-        match Self::try_acquire(client, addr, size, range, true)? {
-            Attempt::Done(reg) => Ok(reg),
-            Attempt::Redo => Ok(None),
-        }
+        // The last attempt answers `Done`: not reached.
+        Ok(None)
     }
 
     /// One attempt of `acquire`; `last`: a pin to be redone fails the
